@@ -1,0 +1,44 @@
+"""The gateway's gRPC clients to retrieval and curation, with one translation of failures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from hypermnesia.errors import HypermnesiaError
+from hypermnesia.grpc_client import open_channel
+from hypermnesia.v1 import curation_pb2_grpc, retrieval_pb2_grpc
+
+
+class BackendError(HypermnesiaError):
+    """A service answered with a non-OK status; carries that status and its message."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code  # type: ignore[misc]
+
+
+class Backends:
+    def __init__(self, retrieval_address: str, curation_address: str, timeout_s: float) -> None:
+        self._channels = [open_channel(retrieval_address), open_channel(curation_address)]
+        self.retrieval = retrieval_pb2_grpc.RetrievalStub(self._channels[0])
+        self.curation = curation_pb2_grpc.CurationStub(self._channels[1])
+        self.timeout_s = timeout_s
+
+    async def call(self, method: Any, request: Any) -> Any:
+        try:
+            return await method(request, timeout=self.timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            code = exc.code()
+            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                message = "a hypermnesia service is unreachable or too slow; check that the stack is running"
+            elif code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN):
+                message = "internal error in a hypermnesia service; see its log"
+            else:
+                message = exc.details() or code.name
+            raise BackendError(code, message) from exc
+
+    async def close(self) -> None:
+        for channel in self._channels:
+            await channel.close()

@@ -1,0 +1,89 @@
+"""The MCP tool surface (seed 001's `memory_*` tools), over the shared operations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from hypermnesia.errors import HypermnesiaError
+from gateway import operations
+from gateway.auth import Authenticator, Session
+from gateway.backends import Backends
+
+INSTRUCTIONS = (
+    "hypermnesia is a long-term memory. Call memory_search before answering questions about the user, "
+    "the project or earlier decisions; call memory_save when you learn a durable fact, preference or "
+    "decision (content = the fact, description = a one-line summary)."
+)
+
+
+def build_mcp(backends: Backends, auth: Authenticator) -> MCPServer:
+    mcp = MCPServer(name="hypermnesia", instructions=INSTRUCTIONS, version="0.1.0")
+
+    def session_of(ctx: Context) -> Session:
+        headers = {k.lower(): v for k, v in (ctx.headers or {}).items()}
+        return auth.session(headers)
+
+    async def run(coro_factory: Any) -> Any:
+        try:
+            return await coro_factory()
+        except HypermnesiaError as exc:
+            raise ToolError(exc.message) from exc
+
+    @mcp.tool(structured_output=True)
+    async def memory_save(
+        content: str,
+        description: str,
+        ctx: Context,
+        scope: str | None = None,
+        type: str | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        importance: float | None = None,
+    ) -> dict[str, Any]:
+        """Store a memory. Updates a near-duplicate instead of inserting (created: false).
+
+        content: the fact itself. description: a one-line summary used for ranking and listing.
+        scope defaults to this session's project; tags, metadata and importance (0-10) are optional.
+        """
+        return await run(
+            lambda: operations.save(
+                backends, session_of(ctx), content=content, description=description, scope=scope,
+                type=type, tags=tags, metadata=metadata, importance=importance,
+            )
+        )
+
+    @mcp.tool(structured_output=True)
+    async def memory_search(
+        query: str,
+        ctx: Context,
+        scope: str | None = None,
+        tags: list[str] | None = None,
+        k: int = operations.DEFAULT_K,
+        min_similarity: float | None = None,
+        relative_cutoff: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """Recall memories by meaning (hybrid semantic + keyword). Each result carries `similarity`
+        (cosine 0-1) and the blended `score`. Searches this project plus shared scopes by default."""
+
+        async def go() -> list[dict[str, Any]]:
+            results, degraded = await operations.search(
+                backends, session_of(ctx), query=query, scope=scope, tags=tags, k=k,
+                min_similarity=min_similarity, relative_cutoff=relative_cutoff,
+            )
+            if degraded:
+                # Never silently half-answer: say what was missing in every result.
+                for item in results:
+                    item["degraded"] = degraded
+            return results
+
+        return await run(go)
+
+    @mcp.tool(structured_output=True)
+    async def memory_get(memory_id: str, ctx: Context) -> dict[str, Any]:
+        """Fetch one memory by id."""
+        return await run(lambda: operations.get(backends, session_of(ctx), memory_id))
+
+    return mcp

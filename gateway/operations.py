@@ -1,0 +1,153 @@
+"""The memory operations behind both the MCP tools and the REST routes: validate at the edge,
+call the service, and shape the answer as JSON (seed 001's shapes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.struct_pb2 import Struct
+
+from hypermnesia import validation
+from hypermnesia.errors import InvalidArgument
+from hypermnesia.scopes import readable_scopes
+from hypermnesia.v1 import common_pb2, curation_pb2, retrieval_pb2
+from gateway.auth import Session
+from gateway.backends import Backends
+
+DEFAULT_K = 10
+
+# Seed 001's memory shape; lifecycle fields are added only when they carry something.
+_BASE_FIELDS = ("id", "owner_id", "scope", "type", "kind", "content", "description", "tags", "metadata",
+                "importance")
+_TIME_FIELDS = ("created_at", "updated_at", "last_accessed_at", "archived_at")
+_OPTIONAL_FIELDS = ("decay_class", "supersedes", "superseded_by", "source_ref", "repo", "thread_id")
+_OPTIONAL_TIMES = ("expires_at",)
+
+
+def _iso(message: common_pb2.Memory, name: str) -> str | None:
+    if not message.HasField(name):
+        return None
+    return getattr(message, name).ToDatetime().isoformat() + "Z"
+
+
+def memory_json(m: common_pb2.Memory) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": m.id,
+        "owner_id": m.owner_id,
+        "scope": m.scope,
+        "type": m.type,
+        "kind": m.kind,
+        "content": m.content,
+        "description": m.description,
+        "tags": list(m.tags),
+        "metadata": MessageToDict(m.metadata),
+        "importance": m.importance,
+    }
+    for name in _TIME_FIELDS:
+        out[name] = _iso(m, name)
+    for name in _OPTIONAL_FIELDS:
+        if getattr(m, name):
+            out[name] = getattr(m, name)
+    for name in _OPTIONAL_TIMES:
+        if m.HasField(name):
+            out[name] = _iso(m, name)
+    return out
+
+
+def _caller(session: Session) -> common_pb2.Caller:
+    return common_pb2.Caller(principal=session.principal.id, grants=list(session.principal.grants))
+
+
+def _metadata(value: Any) -> Struct:
+    if value is None:
+        return Struct()
+    if not isinstance(value, dict):
+        raise InvalidArgument("metadata must be a JSON object")
+    if len(str(value).encode()) > validation.MAX_METADATA_BYTES:
+        raise InvalidArgument(f"metadata is larger than {validation.MAX_METADATA_BYTES:,} bytes")
+    message = Struct()
+    try:
+        message.update(value)
+    except (ValueError, TypeError) as exc:
+        raise InvalidArgument(f"metadata is not plain JSON: {exc}") from exc
+    return message
+
+
+async def save(
+    backends: Backends,
+    session: Session,
+    *,
+    content: str,
+    description: str = "",
+    scope: str | None = None,
+    type: str | None = None,
+    tags: list[str] | None = None,
+    metadata: dict[str, Any] | None = None,
+    importance: float | None = None,
+    kind: str | None = None,
+) -> dict[str, Any]:
+    scope = session.project_scope if scope is None else scope
+    validation.check_content(content)
+    validation.check_description(description)
+    validation.check_scope(scope)
+    validation.check_tags(tags or [])
+    request = curation_pb2.SaveRequest(
+        caller=_caller(session),
+        content=content,
+        description=description,
+        scope=scope,
+        type=type or "",
+        tags=tags or [],
+        metadata=_metadata(metadata),
+        kind=kind or "",
+    )
+    if importance is not None:
+        request.importance = validation.check_importance(float(importance))
+    response = await backends.call(backends.curation.Save, request)
+    out: dict[str, Any] = {"created": response.created, "memory": memory_json(response.memory)}
+    if response.HasField("replaced"):
+        out["replaced"] = memory_json(response.replaced)
+    return out
+
+
+async def search(
+    backends: Backends,
+    session: Session,
+    *,
+    query: str,
+    scope: str | None = None,
+    tags: list[str] | None = None,
+    k: int = DEFAULT_K,
+    min_similarity: float | None = None,
+    relative_cutoff: float | None = None,
+    fusion: str | None = None,
+) -> tuple[list[dict[str, Any]], list[str]]:
+    validation.check_query(query)
+    if scope is not None:
+        scopes = [validation.check_scope(scope)]
+    else:
+        scopes = readable_scopes(session.principal, session.project_scope)
+    request = retrieval_pb2.SearchRequest(
+        caller=_caller(session),
+        query=query,
+        scopes=scopes,
+        tags=tags or [],
+        k=k,
+        fusion=fusion or "",
+    )
+    if min_similarity is not None:
+        request.min_similarity = min_similarity
+    if relative_cutoff is not None:
+        request.relative_cutoff = relative_cutoff
+    response = await backends.call(backends.retrieval.Search, request)
+    results = [
+        {**memory_json(h.memory), "similarity": round(h.similarity, 6), "score": round(h.score, 6)}
+        for h in response.hits
+    ]
+    return results, list(response.degraded)
+
+
+async def get(backends: Backends, session: Session, memory_id: str) -> dict[str, Any]:
+    request = retrieval_pb2.GetRequest(caller=_caller(session), id=memory_id)
+    return memory_json(await backends.call(backends.retrieval.Get, request))

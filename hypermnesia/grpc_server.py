@@ -1,0 +1,121 @@
+"""gRPC server plumbing shared by the services: one error interceptor, RPC metrics, the standard
+health service, reflection, a /metrics HTTP endpoint, and graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from prometheus_client import Counter, Histogram, start_http_server
+
+from hypermnesia.errors import HypermnesiaError
+
+log = logging.getLogger(__name__)
+
+RPC_SECONDS = Histogram(
+    "hm_rpc_seconds",
+    "Server-side duration of an RPC",
+    ["method"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+RPC_ERRORS = Counter("hm_rpc_errors_total", "RPCs that ended with a non-OK status", ["method", "code"])
+
+
+class ErrorInterceptor(grpc.aio.ServerInterceptor):
+    """Turns HypermnesiaError into its status; any other exception into INTERNAL without details
+    (those go to the log, never to the caller). Also times every unary RPC."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        method = handler_call_details.method.rsplit("/", 1)[-1]
+        inner = handler.unary_unary
+
+        async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            started = time.perf_counter()
+            try:
+                return await inner(request, context)
+            except HypermnesiaError as exc:
+                RPC_ERRORS.labels(method, exc.code.name).inc()
+                await context.abort(exc.code, exc.message)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if isinstance(exc, grpc.aio.AbortError):
+                    raise
+                RPC_ERRORS.labels(method, "INTERNAL").inc()
+                log.exception("unhandled error in %s", method)
+                await context.abort(grpc.StatusCode.INTERNAL, "internal error; see the service log")
+            finally:
+                RPC_SECONDS.labels(method).observe(time.perf_counter() - started)
+
+        return grpc.unary_unary_rpc_method_handler(
+            wrapped,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+
+Registration = tuple[Callable[[Any, grpc.aio.Server], None], Any, str]
+
+
+def create_server(
+    registrations: Iterable[Registration], host: str, port: int, *, max_message_mb: int = 64
+) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
+    """A grpc.aio server with the given servicers, health and reflection; returns the bound port
+    (pass port 0 to let the OS choose). Services start NOT_SERVING; call `mark_serving`."""
+    options = [
+        ("grpc.max_receive_message_length", max_message_mb * 1024 * 1024),
+        ("grpc.max_send_message_length", max_message_mb * 1024 * 1024),
+        ("grpc.so_reuseport", 0),
+    ]
+    server = grpc.aio.server(interceptors=[ErrorInterceptor()], options=options)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME]
+    for add, servicer, full_name in registrations:
+        add(servicer, server)
+        names.append(full_name)
+    reflection.enable_server_reflection(names, server)
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        raise OSError(f"could not bind {host}:{port}; is the port taken?")
+    return server, bound, health_servicer
+
+
+async def mark_serving(health_servicer: health.aio.HealthServicer, names: Iterable[str]) -> None:
+    for name in ("", *names):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+
+def start_metrics_server(host: str, port: int) -> int:
+    """Serve the process's Prometheus registry at http://host:port/metrics; returns the port."""
+    server, _thread = start_http_server(port, addr=host)
+    return int(server.server_port)
+
+
+async def run_until_signalled(server: grpc.aio.Server, grace_s: float = 5.0) -> None:
+    """Wait until SIGTERM/SIGINT, then stop accepting calls and let in-flight ones finish."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    waiter = asyncio.create_task(server.wait_for_termination())
+    stopper = asyncio.create_task(stop.wait())
+    await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    log.info("shutting down")
+    await server.stop(grace_s)
+    waiter.cancel()
+    stopper.cancel()

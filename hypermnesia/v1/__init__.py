@@ -1,0 +1,1 @@
+"""Generated gRPC contracts (scripts/gen_protos.py); do not edit."""

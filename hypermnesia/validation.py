@@ -1,0 +1,125 @@
+"""Input limits and checks shared by the gateway (first line) and the services (re-checked).
+
+Every limit here is documented in the README's "Limits" table; change both together.
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+
+from hypermnesia.errors import InvalidArgument
+
+MAX_CONTENT_CHARS = 65_536
+MAX_DESCRIPTION_CHARS = 1_000
+MAX_QUERY_CHARS = 4_096
+MAX_SCOPE_CHARS = 200
+MAX_TAGS = 50
+MAX_TAG_CHARS = 100
+MAX_TYPE_CHARS = 100
+MAX_METADATA_BYTES = 16_384
+IMPORTANCE_RANGE = (0.0, 10.0)
+KINDS = ("core", "working", "episodic", "semantic", "procedural", "document")
+
+
+def _has_control(text: str) -> bool:
+    return any(unicodedata.category(ch) == "Cc" for ch in text)
+
+
+def _check_text(text: str, field: str) -> None:
+    """Reject lone surrogates: they are what invalid UTF-8 becomes when decoded with
+    `surrogateescape`, and Postgres cannot store them."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(f"{field} is not valid UTF-8 text; send UTF-8") from exc
+
+
+def check_content(content: str, field: str = "content") -> str:
+    _check_text(content, field)
+    if not content.strip():
+        raise InvalidArgument(f"{field} is empty; send the text to remember")
+    if len(content) > MAX_CONTENT_CHARS:
+        raise InvalidArgument(
+            f"{field} is {len(content):,} characters; the limit is {MAX_CONTENT_CHARS:,}. "
+            "Split it into several memories or ingest it as a document"
+        )
+    if "\x00" in content:
+        raise InvalidArgument(f"{field} contains a NUL character; remove it")
+    return content
+
+
+def check_description(description: str) -> str:
+    _check_text(description, "description")
+    if len(description) > MAX_DESCRIPTION_CHARS:
+        raise InvalidArgument(
+            f"description is {len(description):,} characters; the limit is {MAX_DESCRIPTION_CHARS:,} "
+            "(it is a one-line summary)"
+        )
+    if "\x00" in description:
+        raise InvalidArgument("description contains a NUL character; remove it")
+    return description
+
+
+def check_scope(scope: str) -> str:
+    _check_text(scope, "scope")
+    if scope == "" or not scope.strip():
+        raise InvalidArgument("scope is empty; name one such as 'user:alice', 'project:x' or 'shared'")
+    if scope != scope.strip():
+        raise InvalidArgument("scope has leading or trailing whitespace; remove it")
+    if _has_control(scope):
+        raise InvalidArgument("scope contains control characters; use printable text like 'project:x'")
+    if len(scope) > MAX_SCOPE_CHARS:
+        raise InvalidArgument(f"scope is {len(scope)} characters; the limit is {MAX_SCOPE_CHARS}")
+    return scope
+
+
+def check_tags(tags: list[str]) -> list[str]:
+    if len(tags) > MAX_TAGS:
+        raise InvalidArgument(f"{len(tags)} tags given; the limit is {MAX_TAGS}")
+    for tag in tags:
+        _check_text(tag, "tag")
+        if not tag.strip() or _has_control(tag) or len(tag) > MAX_TAG_CHARS:
+            raise InvalidArgument(
+                f"tag {tag[:40]!r} is invalid: tags are 1-{MAX_TAG_CHARS} printable characters"
+            )
+    return tags
+
+
+def check_type(type_: str) -> str:
+    _check_text(type_, "type")
+    if _has_control(type_) or len(type_) > MAX_TYPE_CHARS:
+        raise InvalidArgument(f"type must be at most {MAX_TYPE_CHARS} printable characters")
+    return type_
+
+
+def check_kind(kind: str) -> str:
+    if kind not in KINDS:
+        raise InvalidArgument(f"kind {kind!r} is unknown; use one of {', '.join(KINDS)}")
+    return kind
+
+
+def check_importance(importance: float) -> float:
+    low, high = IMPORTANCE_RANGE
+    if math.isnan(importance) or not low <= importance <= high:
+        raise InvalidArgument(f"importance must be between {low:g} and {high:g}")
+    return importance
+
+
+def check_query(query: str) -> str:
+    _check_text(query, "query")
+    if not query.strip():
+        raise InvalidArgument("query is empty; describe what you are looking for")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidArgument(
+            f"query is {len(query):,} characters; the limit is {MAX_QUERY_CHARS:,}. Shorten it to the question"
+        )
+    if "\x00" in query:
+        raise InvalidArgument("query contains a NUL character; remove it")
+    return query
+
+
+def check_k(k: int, max_k: int) -> int:
+    if not 1 <= k <= max_k:
+        raise InvalidArgument(f"k must be between 1 and {max_k} (HM_SEARCH_MAX_K); got {k}")
+    return k

@@ -1,0 +1,133 @@
+"""The append-only raw log and its sha256 chain along `seq`.
+
+record_hash = sha256(canonical row + "\\n" + content_sha256 + "\\n" + record_hash at seq-1). The
+payload text is stored beside the row (record_texts), and only its hash is chained, so a purge
+can erase the text while the chain still verifies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+
+GENESIS_HASH = "0" * 64
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _iso(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def row_fields(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields the hash covers, in a form that round-trips through Postgres exactly."""
+    return {
+        "id": str(row["id"]),
+        "seq": int(row["seq"]),
+        "scope": row["scope"],
+        "kind": row["kind"],
+        "operation": row["operation"],
+        "target_id": str(row["target_id"]) if row["target_id"] else None,
+        "author": row["author"],
+        "source_ref": row["source_ref"],
+        "prev_source_ref": row["prev_source_ref"],
+        "thread_id": row["thread_id"],
+        "topic_id": row["topic_id"],
+        "created_at": _iso(row["created_at"]),
+    }
+
+
+def compute_hash(row: Mapping[str, Any], content_sha256: str, prev_hash: str) -> str:
+    material = canonical_json(row_fields(row)) + "\n" + content_sha256 + "\n" + prev_hash
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Appended:
+    id: uuid.UUID
+    seq: int
+    record_hash: str
+
+
+async def append(
+    conn: asyncpg.Connection,
+    *,
+    scope: str,
+    kind: str,
+    operation: str,
+    author: str,
+    payload: Mapping[str, Any],
+    target_id: uuid.UUID | None = None,
+    source_ref: str | None = None,
+    prev_source_ref: str | None = None,
+    thread_id: str | None = None,
+    topic_id: str | None = None,
+    created_at: datetime | None = None,
+) -> Appended:
+    """Append one record inside the caller's transaction. Locks the chain head until commit, so
+    concurrent writers get gapless seqs and one linear chain."""
+    head = await conn.fetchrow("SELECT last_seq, last_hash FROM record_chain FOR UPDATE")
+    text = canonical_json(payload)
+    content_sha256 = hashlib.sha256(text.encode()).hexdigest()
+    row = {
+        "id": uuid.uuid4(),
+        "seq": head["last_seq"] + 1,
+        "scope": scope,
+        "kind": kind,
+        "operation": operation,
+        "target_id": target_id,
+        "author": author,
+        "source_ref": source_ref,
+        "prev_source_ref": prev_source_ref,
+        "thread_id": thread_id,
+        "topic_id": topic_id,
+        "created_at": created_at or datetime.now(UTC),
+    }
+    record_hash = compute_hash(row, content_sha256, head["last_hash"])
+    await conn.execute(
+        "INSERT INTO records (id, seq, scope, kind, operation, target_id, author, source_ref,"
+        " prev_source_ref, thread_id, topic_id, created_at, content_sha256, record_hash)"
+        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14)",
+        row["id"], row["seq"], scope, kind, operation, target_id, author, source_ref,
+        prev_source_ref, thread_id, topic_id, row["created_at"], content_sha256, record_hash,
+    )
+    await conn.execute("INSERT INTO record_texts (record_id, payload) VALUES ($1, $2)", row["id"], text)
+    await conn.execute("UPDATE record_chain SET last_seq = $1, last_hash = $2", row["seq"], record_hash)
+    return Appended(row["id"], row["seq"], record_hash)
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    checked: int
+    first_broken_seq: int | None
+    reason: str
+
+
+async def verify(conn: asyncpg.Connection, batch: int = 5000) -> VerifyResult:
+    """Walk the chain in seq order; name the first seq whose hash or linkage does not hold."""
+    prev_hash = GENESIS_HASH
+    expected_seq = 1
+    checked = 0
+    async with conn.transaction(isolation="repeatable_read", readonly=True):
+        cursor = conn.cursor("SELECT * FROM records ORDER BY seq", prefetch=batch)
+        async for row in cursor:
+            if row["seq"] != expected_seq:
+                return VerifyResult(checked, expected_seq, f"seq {expected_seq} is missing")
+            if compute_hash(row, row["content_sha256"], prev_hash) != row["record_hash"]:
+                return VerifyResult(checked, row["seq"], "record_hash does not match the row")
+            prev_hash = row["record_hash"]
+            expected_seq += 1
+            checked += 1
+        head = await conn.fetchrow("SELECT last_seq, last_hash FROM record_chain")
+        if head["last_seq"] != checked or head["last_hash"] != prev_hash:
+            return VerifyResult(checked, checked + 1, "the chain head does not match the last record")
+    return VerifyResult(checked, None, "ok")
