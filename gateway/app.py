@@ -11,6 +11,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from hypermnesia import __version__
@@ -75,6 +76,17 @@ def create_app(settings: GatewaySettings, backends: Backends | None = None) -> F
             problems.append(f"{where}: {err.get('msg')}")
         message = "invalid request: " + "; ".join(problems)
         return JSONResponse({"error": {"code": "INVALID_ARGUMENT", "message": message}}, status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = str(exc.detail)
+        if exc.status_code == 400 and "parsing the body" in message:
+            message = "the request body is not valid JSON in UTF-8; send a JSON object encoded as UTF-8"
+        code = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}
+        return JSONResponse(
+            {"error": {"code": code.get(exc.status_code, "HTTP_ERROR"), "message": message}},
+            status_code=exc.status_code,
+        )
 
     @app.get("/health")
     async def health() -> dict[str, Any]:

@@ -28,7 +28,8 @@ class Backends:
 
     async def call(self, method: Any, request: Any) -> Any:
         try:
-            return await method(request, timeout=self.timeout_s)
+            # wait_for_ready rides out a service restart (reconnect) within the deadline.
+            return await method(request, timeout=self.timeout_s, wait_for_ready=True)
         except grpc.aio.AioRpcError as exc:
             code = exc.code()
             if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):

@@ -21,8 +21,6 @@ class Store:
 
     async def close(self) -> None:
         await self.pool.close()
-        if self.embedded is not None:
-            self.embedded.stop()
 
 
 async def open_store(settings: EmbedderClientSettings) -> Store:

@@ -27,7 +27,8 @@ VECTOR_TABLES = ("memories",)
 
 
 class EmbeddedPostgres:
-    """A handle on the embedded server; the server stops when the last process lets go."""
+    """A handle on the embedded server. Several processes may share one server; the package
+    stops it at exit of the last process holding a handle, so there is no explicit stop."""
 
     def __init__(self, data_dir: Path) -> None:
         with warnings.catch_warnings():
@@ -44,9 +45,6 @@ class EmbeddedPostgres:
                 "Set HM_DATA_DIR to a writable folder or HM_DATABASE_URL to a Postgres with pgvector"
             ) from exc
         self.url: str = self._server.get_uri()
-
-    def stop(self) -> None:
-        self._server.stop()
 
 
 def resolve_database_url(database_url: str | None, data_dir: Path) -> tuple[str, EmbeddedPostgres | None]:
@@ -86,6 +84,11 @@ async def connect_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> as
         ) from exc
     assert pool is not None
     return pool
+
+
+async def check_reachable(url: str) -> None:
+    pool = await connect_pool(url, min_size=1, max_size=1)
+    await pool.close()
 
 
 def redact(url: str) -> str:

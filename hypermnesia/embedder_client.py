@@ -48,7 +48,9 @@ class EmbedderClient:
         """One float32 row per text. Raises Unavailable when the embedder cannot answer in time."""
         try:
             response = await self._stub.Embed(
-                embedder_pb2.EmbedRequest(texts=texts, input_type=input_type), timeout=timeout_s
+                embedder_pb2.EmbedRequest(texts=texts, input_type=input_type),
+                timeout=timeout_s,
+                wait_for_ready=True,
             )
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:

@@ -117,7 +117,7 @@ class GatewaySettings(CommonSettings):
     gateway_port: Port = DEFAULT_GATEWAY_PORT
     retrieval_address: str = f"127.0.0.1:{DEFAULT_RETRIEVAL_PORT}"
     curation_address: str = f"127.0.0.1:{DEFAULT_CURATION_PORT}"
-    rpc_timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
+    rpc_timeout_s: Annotated[float, Field(gt=0, le=600)] = 15.0
     auth_tokens: dict[str, dict[str, Any]] = Field(default_factory=dict)
     require_auth: bool = True
     default_project: str = "default"

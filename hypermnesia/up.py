@@ -8,6 +8,7 @@ when a port is taken or a child keeps failing to start. Ctrl-C/SIGTERM stops eve
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import ctypes
 import logging
@@ -142,6 +143,7 @@ class Stack:
 
     def start_database(self) -> None:
         url, self.embedded = db.resolve_database_url(self.gateway.database_url, self.gateway.data_dir)
+        asyncio.run(db.check_reachable(url))  # fail once, clearly, instead of in every child
         self.env["HM_DATABASE_URL"] = url
         where = f"embedded, data in {self.gateway.data_dir / 'pg'}" if self.embedded else db.redact(url)
         print(f"{'postgres':<10} {where}", flush=True)
@@ -223,10 +225,9 @@ class Stack:
             proc.wait()
 
     def shutdown(self) -> None:
+        # The embedded Postgres (if any) is stopped by its package when this process exits.
         for child in reversed(self.children):
             self.terminate(child)
-        if self.embedded is not None:
-            self.embedded.stop()
 
 
 def run_stack() -> int:

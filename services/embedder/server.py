@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import grpc
 
@@ -24,8 +26,11 @@ def build_engine(settings: EmbedderSettings) -> EmbeddingEngine:
     return EmbeddingEngine(encoder)
 
 
-async def create(settings: EmbedderSettings, engine: EmbeddingEngine | None = None) -> tuple[grpc.aio.Server, int]:
-    """Start an embedder server (port 0 picks a free port); returns it and its port."""
+@asynccontextmanager
+async def running(
+    settings: EmbedderSettings, engine: EmbeddingEngine | None = None
+) -> AsyncIterator[tuple[grpc.aio.Server, int, EmbeddingEngine]]:
+    """A started embedder server (port 0 picks a free port); stopped on exit."""
     engine = engine or build_engine(settings)
     servicer = EmbedderServicer(engine, max_texts=settings.embed_max_texts)
     server, port, health = create_server(
@@ -37,10 +42,14 @@ async def create(settings: EmbedderSettings, engine: EmbeddingEngine | None = No
     await mark_serving(health, [SERVICE_NAME])
     log.info("embedder %s (%d dims) serving on %s:%d", engine.encoder.model_id, engine.encoder.dimension,
              settings.host, port)
-    return server, port
+    try:
+        yield server, port, engine
+    finally:
+        await server.stop(2)
 
 
 async def serve(settings: EmbedderSettings) -> None:
-    server, _ = await create(settings)
-    start_metrics_server(settings.host, settings.embedder_metrics_port)
-    await run_until_signalled(server)
+    async with running(settings) as (server, _port, engine):
+        start_metrics_server(settings.host, settings.embedder_metrics_port)
+        await run_until_signalled(server)
+        engine.close()
