@@ -8,7 +8,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from hypermnesia.errors import HypermnesiaError
-from gateway import operations
+from gateway import mcp_curation, mcp_retrieval, operations
 from gateway.auth import Authenticator, Session
 from gateway.backends import Backends
 
@@ -19,18 +19,30 @@ INSTRUCTIONS = (
 )
 
 
-def build_mcp(backends: Backends, auth: Authenticator) -> MCPServer:
-    mcp = MCPServer(name="hypermnesia", instructions=INSTRUCTIONS, version="0.1.0")
+class ToolKit:
+    """What every tool module needs: the backends, the session of a call, and error mapping."""
 
-    def session_of(ctx: Context) -> Session:
+    def __init__(self, backends: Backends, auth: Authenticator) -> None:
+        self.backends = backends
+        self.auth = auth
+
+    def session_of(self, ctx: Context) -> Session:
         headers = {k.lower(): v for k, v in (ctx.headers or {}).items()}
-        return auth.session(headers)
+        return self.auth.session(headers)
 
+    @staticmethod
     async def run(coro_factory: Any) -> Any:
+        """Await the operation; a service error becomes an MCP tool error with its message."""
         try:
             return await coro_factory()
         except HypermnesiaError as exc:
             raise ToolError(exc.message) from exc
+
+
+def build_mcp(backends: Backends, auth: Authenticator) -> MCPServer:
+    mcp = MCPServer(name="hypermnesia", instructions=INSTRUCTIONS, version="0.1.0")
+    kit = ToolKit(backends, auth)
+    session_of, run = kit.session_of, kit.run
 
     @mcp.tool(structured_output=True)
     async def memory_save(
@@ -86,4 +98,7 @@ def build_mcp(backends: Backends, auth: Authenticator) -> MCPServer:
         """Fetch one memory by id."""
         return await run(lambda: operations.get(backends, session_of(ctx), memory_id))
 
+    # Tools of the other areas live beside their operations.
+    mcp_curation.register(mcp, kit)
+    mcp_retrieval.register(mcp, kit)
     return mcp

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import asyncio
 import logging
 import sys
@@ -89,6 +90,10 @@ def cmd_up(args: argparse.Namespace) -> None:
         _fail(str(exc))
 
 
+# Each area adds its own subcommands (admin, eval, bench, ...) through `register(subparsers)`.
+COMMAND_MODULES = ("services.embedder.commands", "services.retrieval.commands", "services.curation.commands")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hypermnesia", description="Memory service for AI agents.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -97,6 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=cmd_serve)
     up = sub.add_parser("up", help="run the whole stack on this machine (embedded Postgres if needed)")
     up.set_defaults(func=cmd_up)
+    bench = sub.add_parser("bench", help="benchmarks that print a table")
+    bench_sub = bench.add_subparsers(dest="bench", required=True)
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).register(sub, bench_sub)
     return parser
 
 
