@@ -21,7 +21,7 @@ from gateway.auth import Authenticator
 from gateway.backends import Backends
 from gateway.errors import error_body, http_status
 from gateway.mcp_tools import build_mcp
-from gateway import rest_curation, rest_retrieval
+from gateway import rest_curation, rest_retrieval, rest_structure
 from gateway.rest import build_router
 
 log = logging.getLogger(__name__)
@@ -100,6 +100,7 @@ def create_app(settings: GatewaySettings, backends: Backends | None = None) -> F
     app.include_router(build_router())
     app.include_router(rest_curation.build_router())
     app.include_router(rest_retrieval.build_router())
+    app.include_router(rest_structure.build_router())
     app.mount("/", RequireToken(mcp_app, auth))
     return app
 

@@ -8,7 +8,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from hypermnesia.errors import HypermnesiaError
-from gateway import mcp_curation, mcp_retrieval, operations
+from gateway import mcp_curation, mcp_retrieval, mcp_structure, operations
 from gateway.auth import Authenticator, Session
 from gateway.backends import Backends
 
@@ -101,4 +101,5 @@ def build_mcp(backends: Backends, auth: Authenticator) -> MCPServer:
     # Tools of the other areas live beside their operations.
     mcp_curation.register(mcp, kit)
     mcp_retrieval.register(mcp, kit)
+    mcp_structure.register(mcp, kit)
     return mcp

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import platformdirs
-from pydantic import Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 Port = Annotated[int, Field(ge=0, le=65535)]
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -58,24 +58,62 @@ class CommonSettings(BaseSettings):
 
 
 class EmbedderSettings(CommonSettings):
+    """The embedder process: model, provider, micro-batching and backpressure (services/embedder/README.md)."""
+
     embedder_port: Port = DEFAULT_EMBEDDER_PORT
     embedder_metrics_port: Port = 9101
-    embedding_provider: Literal["onnx"] = "onnx"
+    embedding_provider: Literal["onnx", "sentence_transformers", "openai"] = "onnx"
     embedding_model_dir: Path | None = Field(
         default=None,
         description="A folder with model.onnx + tokenizer.json, or BERT safetensors + config.json to convert.",
     )
     embedding_max_tokens: Annotated[int, Field(gt=0, le=8192)] = 256
+    # fp32 is exact; int8 is weight-only (MatMulNBits): cosine >= 0.998 to fp32 and batch-invariant.
+    embedding_quantization: Literal["fp32", "int8"] = "fp32"
     # One Embed call may carry at most this many texts; above it the call is refused (not truncated).
     embed_max_texts: Annotated[int, Field(gt=0, le=100_000)] = 2048
-    embed_threads: Annotated[int, Field(ge=0, le=256)] = 0  # 0 = the cores available to the process
+    # 0 = the cores available to the process.
+    embed_intra_op_threads: Annotated[int, Field(ge=0, le=256)] = 0
+    embed_inter_op_threads: Annotated[int, Field(ge=0, le=256)] = 0
+    # A batch holds at most this many texts and this many padded tokens (texts x longest text):
+    # long texts gain nothing from big batches, short ones gain a lot.
+    embed_max_batch_size: Annotated[int, Field(gt=0, le=1024)] = 32
+    embed_max_batch_tokens: Annotated[int, Field(gt=0, le=1_000_000)] = 2048
+    # How long a partial batch may wait for more texts when more are expected.
+    embed_max_wait_ms: Annotated[float, Field(ge=0, le=1000)] = 5.0
+    # Texts waiting for a batch; above it Embed answers RESOURCE_EXHAUSTED at once.
+    embed_max_queue: Annotated[int, Field(gt=0, le=1_000_000)] = 4096
+    # Query embeddings remembered (LRU); 0 turns the cache off.
+    embed_query_cache_size: Annotated[int, Field(ge=0, le=1_000_000)] = 4096
+    # Cross-encoder (BERT sequence classification, ONNX or safetensors); unset = reranking off.
+    rerank_model_dir: Path | None = None
+    rerank_max_tokens: Annotated[int, Field(gt=0, le=8192)] = 512
+    # `openai` provider: any OpenAI-compatible /v1/embeddings endpoint (Ollama, TEI, vLLM, ...).
+    embedding_api_url: str | None = Field(default=None, description="Base URL ending in /v1.")
+    embedding_api_model: str | None = None
+    embedding_api_key: SecretStr | None = None
+    embedding_api_timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
 
-    @field_validator("embedding_model_dir")
+    @field_validator("embedding_model_dir", "rerank_model_dir")
     @classmethod
     def _model_dir_exists(cls, value: Path | None) -> Path | None:
         if value is not None and not value.is_dir():
             raise ValueError(f"{value} is not a folder; point it at a folder holding model.onnx + tokenizer.json")
         return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EmbedderSettings:
+        if self.embed_max_queue < self.embed_max_texts:
+            raise ValueError(
+                f"HM_EMBED_MAX_QUEUE ({self.embed_max_queue}) must be at least HM_EMBED_MAX_TEXTS "
+                f"({self.embed_max_texts}), or the largest allowed call could never be queued"
+            )
+        if self.embedding_provider == "openai" and not (self.embedding_api_url and self.embedding_api_model):
+            raise ValueError(
+                "HM_EMBEDDING_PROVIDER=openai needs HM_EMBEDDING_API_URL (e.g. http://127.0.0.1:11434/v1) "
+                "and HM_EMBEDDING_API_MODEL (the model name the endpoint serves)"
+            )
+        return self
 
 
 class EmbedderClientSettings(CommonSettings):
@@ -94,14 +132,24 @@ class RetrievalSettings(EmbedderClientSettings):
     hybrid_search: bool = True
     hybrid_lexical_boost: Fraction = 0.10
     hybrid_rank_decay_k: Annotated[float, Field(gt=0, le=1000)] = 5.0
-    fusion: Literal["rrf", "boost", "weighted"] = "boost"
+    fusion: Literal["rrf", "boost", "weighted"] = "weighted"
+    # Answer-mode blend; manager mode uses its own profile (services/retrieval/search.py).
     score_weight_similarity: Annotated[float, Field(ge=0, le=10)] = 1.0
-    score_weight_recency: Annotated[float, Field(ge=0, le=10)] = 0.10
-    score_weight_importance: Annotated[float, Field(ge=0, le=10)] = 0.06
-    recency_half_life_days: Annotated[float, Field(gt=0, le=36500)] = 30.0
+    score_weight_recency: Annotated[float, Field(ge=0, le=10)] = 0.05
+    score_weight_importance: Annotated[float, Field(ge=0, le=10)] = 0.03
+    # Conversation context: how much a turn's best neighbour and its thread's best turn count.
+    context_neighbour_weight: Annotated[float, Field(ge=0, le=10)] = 0.25
+    context_thread_weight: Annotated[float, Field(ge=0, le=10)] = 0.2
+    bm25_k1: Annotated[float, Field(gt=0, le=10)] = 1.2
+    bm25_b: Fraction = 0.4
     search_max_k: Annotated[int, Field(gt=0, le=10_000)] = 100
-    search_candidates: Annotated[int, Field(gt=0, le=10_000)] = 100
+    # Candidates taken from each leg, and how many of each leg's best get their neighbours added.
+    search_candidates: Annotated[int, Field(gt=0, le=10_000)] = 200
+    search_context_expansion: Annotated[int, Field(ge=0, le=1000)] = 20
+    hnsw_ef_search: Annotated[int, Field(gt=0, le=10_000)] = 200
     search_log_enabled: bool = True
+    # Recall refreshes last_accessed_at (seed 001); evaluations turn it off so runs stay independent.
+    search_bump_access: bool = True
 
 
 class CurationSettings(EmbedderClientSettings):
@@ -111,6 +159,13 @@ class CurationSettings(EmbedderClientSettings):
     embed_write_timeout_ms: Annotated[int, Field(gt=0, le=600_000)] = 30_000
     dedupe_threshold: Fraction = 0.92
     dedupe_content_threshold: Fraction = 0.9
+    # Forgetting (seed 001): stale = not recalled for this many days; unimportant = importance <= floor.
+    forget_after_days: Annotated[float, Field(ge=0, le=36500)] = 180.0
+    forget_importance_floor: Annotated[float, Field(ge=0, le=10)] = 1.0
+    # The server's own periodic forget sweep over every scope; 0 = off.
+    forget_sweep_hours: Annotated[float, Field(ge=0, le=8760)] = 0.0
+    # Seed 002's task extraction on conversation records.
+    task_extraction: bool = True
 
 
 class GatewaySettings(CommonSettings):
@@ -118,7 +173,8 @@ class GatewaySettings(CommonSettings):
     retrieval_address: str = f"127.0.0.1:{DEFAULT_RETRIEVAL_PORT}"
     curation_address: str = f"127.0.0.1:{DEFAULT_CURATION_PORT}"
     rpc_timeout_s: Annotated[float, Field(gt=0, le=600)] = 15.0
-    auth_tokens: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # NoDecode: the validator below parses the JSON itself, so an empty value means no tokens.
+    auth_tokens: Annotated[dict[str, dict[str, Any]], NoDecode] = Field(default_factory=dict)
     require_auth: bool = True
     default_project: str = "default"
 

@@ -23,20 +23,59 @@ _sym_db = _symbol_database.Default()
 
 
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from hypermnesia.v1 import common_pb2 as hypermnesia_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dhypermnesia/v1/curation.proto\x12\x0ehypermnesia.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1bhypermnesia/v1/common.proto\"\xe7\x01\n\x0bSaveRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\r\n\x05scope\x18\x04 \x01(\t\x12\x0c\n\x04type\x18\x05 \x01(\t\x12\x0c\n\x04tags\x18\x06 \x03(\t\x12)\n\x08metadata\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\nimportance\x18\x08 \x01(\x01H\x00\x88\x01\x01\x12\x0c\n\x04kind\x18\t \x01(\tB\r\n\x0b_importance\"\x83\x01\n\x0cSaveResponse\x12\x0f\n\x07\x63reated\x18\x01 \x01(\x08\x12&\n\x06memory\x18\x02 \x01(\x0b\x32\x16.hypermnesia.v1.Memory\x12-\n\x08replaced\x18\x03 \x01(\x0b\x32\x16.hypermnesia.v1.MemoryH\x00\x88\x01\x01\x42\x0b\n\t_replaced2M\n\x08\x43uration\x12\x41\n\x04Save\x12\x1b.hypermnesia.v1.SaveRequest\x1a\x1c.hypermnesia.v1.SaveResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dhypermnesia/v1/curation.proto\x12\x0ehypermnesia.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bhypermnesia/v1/common.proto\"\x90\x02\n\x0bSaveRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\r\n\x05scope\x18\x04 \x01(\t\x12\x0c\n\x04type\x18\x05 \x01(\t\x12\x0c\n\x04tags\x18\x06 \x03(\t\x12)\n\x08metadata\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\nimportance\x18\x08 \x01(\x01H\x00\x88\x01\x01\x12\x0c\n\x04kind\x18\t \x01(\t\x12\x12\n\nsupersedes\x18\n \x01(\t\x12\x13\n\x0b\x64\x65\x63\x61y_class\x18\x0b \x01(\tB\r\n\x0b_importance\"\x83\x01\n\x0cSaveResponse\x12\x0f\n\x07\x63reated\x18\x01 \x01(\x08\x12&\n\x06memory\x18\x02 \x01(\x0b\x32\x16.hypermnesia.v1.Memory\x12-\n\x08replaced\x18\x03 \x01(\x0b\x32\x16.hypermnesia.v1.MemoryH\x00\x88\x01\x01\x42\x0b\n\t_replaced\"\x8a\x03\n\x0bRecordInput\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x12\n\nsource_ref\x18\x04 \x01(\t\x12\x11\n\tthread_id\x18\x05 \x01(\t\x12.\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x08metadata\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0fprev_source_ref\x18\x08 \x01(\t\x12\x10\n\x08topic_id\x18\t \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\n \x01(\t\x12\x0c\n\x04tags\x18\x0b \x03(\t\x12\x17\n\nimportance\x18\x0c \x01(\x01H\x00\x88\x01\x01\x12\x12\n\nstate_kind\x18\r \x01(\t\x12\x11\n\tstate_key\x18\x0e \x01(\t\x12\x12\n\nsupersedes\x18\x0f \x01(\t\x12\x0c\n\x04repo\x18\x10 \x01(\t\x12\x0c\n\x04kind\x18\x11 \x01(\tB\r\n\x0b_importance\"j\n\x13\x41ppendRecordRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12+\n\x06record\x18\x02 \x01(\x0b\x32\x1b.hypermnesia.v1.RecordInput\"l\n\x14ImportRecordsRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12,\n\x07records\x18\x02 \x03(\x0b\x32\x1b.hypermnesia.v1.RecordInput\"G\n\x15ImportRecordsResponse\x12\x10\n\x08imported\x18\x01 \x01(\x05\x12\x0f\n\x07skipped\x18\x02 \x01(\x05\x12\x0b\n\x03ids\x18\x03 \x03(\t\"C\n\rRecordRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12\n\n\x02id\x18\x02 \x01(\t\"\xe8\x02\n\nRecordView\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x03\x12\r\n\x05scope\x18\x03 \x01(\t\x12\x0c\n\x04type\x18\x04 \x01(\t\x12\x11\n\toperation\x18\x05 \x01(\t\x12\x11\n\ttarget_id\x18\x06 \x01(\t\x12\x0e\n\x06\x61uthor\x18\x07 \x01(\t\x12\x12\n\nsource_ref\x18\x08 \x01(\t\x12\x17\n\x0fprev_source_ref\x18\t \x01(\t\x12\x11\n\tthread_id\x18\n \x01(\t\x12\x10\n\x08topic_id\x18\x0b \x01(\t\x12.\n\ncreated_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07payload\x18\r \x01(\t\x12\x0e\n\x06purged\x18\x0e \x01(\x08\x12+\n\x06memory\x18\x0f \x01(\x0b\x32\x16.hypermnesia.v1.MemoryH\x00\x88\x01\x01\x12\x13\n\x0brecord_hash\x18\x10 \x01(\tB\t\n\x07_memory\"c\n\nRecordList\x12+\n\x07records\x18\x01 \x03(\x0b\x32\x1a.hypermnesia.v1.RecordView\x12(\n\x08memories\x18\x02 \x03(\x0b\x32\x16.hypermnesia.v1.Memory\"\xd4\x01\n\x13QueryRecordsRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12\x0e\n\x06scopes\x18\x02 \x03(\t\x12\r\n\x05types\x18\x03 \x03(\t\x12)\n\x05since\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x05until\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tthread_id\x18\x06 \x01(\t\x12\r\n\x05limit\x18\x07 \x01(\x05\"q\n\x0cStateRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0b\n\x03key\x18\x04 \x01(\t\x12\x0f\n\x07history\x18\x05 \x01(\x08\"\xde\x02\n\rUpdateRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12\n\n\x02id\x18\x02 \x01(\t\x12\x14\n\x07\x63ontent\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x18\n\x0b\x64\x65scription\x18\x04 \x01(\tH\x01\x88\x01\x01\x12\x11\n\x04type\x18\x05 \x01(\tH\x02\x88\x01\x01\x12\x0c\n\x04tags\x18\x06 \x03(\t\x12\x10\n\x08set_tags\x18\x07 \x01(\x08\x12)\n\x08metadata\x18\x08 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x14\n\x0cset_metadata\x18\t \x01(\x08\x12\x17\n\nimportance\x18\n \x01(\x01H\x03\x88\x01\x01\x12\x18\n\x0b\x64\x65\x63\x61y_class\x18\x0b \x01(\tH\x04\x88\x01\x01\x42\n\n\x08_contentB\x0e\n\x0c_descriptionB\x07\n\x05_typeB\r\n\x0b_importanceB\x0e\n\x0c_decay_class\"C\n\rMemoryRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12\n\n\x02id\x18\x02 \x01(\t\"\xd9\x01\n\rForgetRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12\x0e\n\x06scopes\x18\x02 \x03(\t\x12\x0c\n\x04tags\x18\x03 \x03(\t\x12\x1c\n\x0folder_than_days\x18\x04 \x01(\x01H\x00\x88\x01\x01\x12\x1d\n\x10importance_floor\x18\x05 \x01(\x01H\x01\x88\x01\x01\x12\r\n\x05\x61pply\x18\x06 \x01(\x08\x12\r\n\x05limit\x18\x07 \x01(\x05\x42\x12\n\x10_older_than_daysB\x13\n\x11_importance_floor\"\x81\x01\n\x0e\x46orgetResponse\x12\x0f\n\x07matched\x18\x01 \x01(\x05\x12\x10\n\x08\x61rchived\x18\x02 \x01(\x05\x12(\n\x08memories\x18\x03 \x03(\x0b\x32\x16.hypermnesia.v1.Memory\x12\x11\n\ttruncated\x18\x04 \x01(\x08\x12\x0f\n\x07\x61pplied\x18\x05 \x01(\x08\"W\n\x0eRebuildRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12\x0e\n\x06scopes\x18\x02 \x03(\t\x12\r\n\x05\x63heck\x18\x03 \x01(\x08\"\x9f\x01\n\x0fRebuildResponse\x12\x10\n\x08replayed\x18\x01 \x01(\x05\x12\x0c\n\x04live\x18\x02 \x01(\x05\x12\x10\n\x08inserted\x18\x03 \x01(\x05\x12\x0f\n\x07updated\x18\x04 \x01(\x05\x12\x0f\n\x07\x64\x65leted\x18\x05 \x01(\x05\x12\x12\n\nreembedded\x18\x06 \x01(\x05\x12\x13\n\x0b\x64ifferences\x18\x07 \x03(\t\x12\x0f\n\x07\x61pplied\x18\x08 \x01(\x08\"+\n\nIngestFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\x0c\"\x7f\n\rIngestRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x0c\n\x04repo\x18\x03 \x01(\t\x12)\n\x05\x66iles\x18\x04 \x03(\x0b\x32\x1a.hypermnesia.v1.IngestFile\"\x8c\x01\n\x0eIngestResponse\x12\r\n\x05\x66iles\x18\x01 \x01(\x05\x12\x11\n\tunchanged\x18\x02 \x01(\x05\x12\x0f\n\x07\x63hanged\x18\x03 \x01(\x05\x12\r\n\x05\x61\x64\x64\x65\x64\x18\x04 \x01(\x05\x12\x0f\n\x07retired\x18\x05 \x01(\x05\x12\x16\n\x0e\x63hunks_written\x18\x06 \x01(\x05\x12\x0f\n\x07skipped\x18\x07 \x03(\t\"T\n\x0cTaskDecision\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12\n\n\x02id\x18\x02 \x01(\t\x12\x10\n\x08\x64\x65\x63ision\x18\x03 \x01(\t2\xe0\x08\n\x08\x43uration\x12\x41\n\x04Save\x12\x1b.hypermnesia.v1.SaveRequest\x1a\x1c.hypermnesia.v1.SaveResponse\x12Z\n\x0c\x41ppendRecord\x12#.hypermnesia.v1.AppendRecordRequest\x1a%.hypermnesia.v1.ImportRecordsResponse\x12\\\n\rImportRecords\x12$.hypermnesia.v1.ImportRecordsRequest\x1a%.hypermnesia.v1.ImportRecordsResponse\x12\x46\n\tGetRecord\x12\x1d.hypermnesia.v1.RecordRequest\x1a\x1a.hypermnesia.v1.RecordView\x12\x44\n\x07Lineage\x12\x1d.hypermnesia.v1.RecordRequest\x1a\x1a.hypermnesia.v1.RecordList\x12H\n\x0b\x44\x65rivations\x12\x1d.hypermnesia.v1.RecordRequest\x1a\x1a.hypermnesia.v1.RecordList\x12O\n\x0cQueryRecords\x12#.hypermnesia.v1.QueryRecordsRequest\x1a\x1a.hypermnesia.v1.RecordList\x12G\n\x0bStateObject\x12\x1c.hypermnesia.v1.StateRequest\x1a\x1a.hypermnesia.v1.RecordList\x12?\n\x06Update\x12\x1d.hypermnesia.v1.UpdateRequest\x1a\x16.hypermnesia.v1.Memory\x12?\n\x06\x44\x65lete\x12\x1d.hypermnesia.v1.MemoryRequest\x1a\x16.hypermnesia.v1.Memory\x12@\n\x07Restore\x12\x1d.hypermnesia.v1.MemoryRequest\x1a\x16.hypermnesia.v1.Memory\x12G\n\x06\x46orget\x12\x1d.hypermnesia.v1.ForgetRequest\x1a\x1e.hypermnesia.v1.ForgetResponse\x12J\n\x07Rebuild\x12\x1e.hypermnesia.v1.RebuildRequest\x1a\x1f.hypermnesia.v1.RebuildResponse\x12G\n\x06Ingest\x12\x1d.hypermnesia.v1.IngestRequest\x1a\x1e.hypermnesia.v1.IngestResponse\x12\x43\n\x0b\x43onfirmTask\x12\x1c.hypermnesia.v1.TaskDecision\x1a\x16.hypermnesia.v1.Memoryb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'hypermnesia.v1.curation_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SAVEREQUEST']._serialized_start=109
-  _globals['_SAVEREQUEST']._serialized_end=340
-  _globals['_SAVERESPONSE']._serialized_start=343
-  _globals['_SAVERESPONSE']._serialized_end=474
-  _globals['_CURATION']._serialized_start=476
-  _globals['_CURATION']._serialized_end=553
+  _globals['_SAVEREQUEST']._serialized_start=142
+  _globals['_SAVEREQUEST']._serialized_end=414
+  _globals['_SAVERESPONSE']._serialized_start=417
+  _globals['_SAVERESPONSE']._serialized_end=548
+  _globals['_RECORDINPUT']._serialized_start=551
+  _globals['_RECORDINPUT']._serialized_end=945
+  _globals['_APPENDRECORDREQUEST']._serialized_start=947
+  _globals['_APPENDRECORDREQUEST']._serialized_end=1053
+  _globals['_IMPORTRECORDSREQUEST']._serialized_start=1055
+  _globals['_IMPORTRECORDSREQUEST']._serialized_end=1163
+  _globals['_IMPORTRECORDSRESPONSE']._serialized_start=1165
+  _globals['_IMPORTRECORDSRESPONSE']._serialized_end=1236
+  _globals['_RECORDREQUEST']._serialized_start=1238
+  _globals['_RECORDREQUEST']._serialized_end=1305
+  _globals['_RECORDVIEW']._serialized_start=1308
+  _globals['_RECORDVIEW']._serialized_end=1668
+  _globals['_RECORDLIST']._serialized_start=1670
+  _globals['_RECORDLIST']._serialized_end=1769
+  _globals['_QUERYRECORDSREQUEST']._serialized_start=1772
+  _globals['_QUERYRECORDSREQUEST']._serialized_end=1984
+  _globals['_STATEREQUEST']._serialized_start=1986
+  _globals['_STATEREQUEST']._serialized_end=2099
+  _globals['_UPDATEREQUEST']._serialized_start=2102
+  _globals['_UPDATEREQUEST']._serialized_end=2452
+  _globals['_MEMORYREQUEST']._serialized_start=2454
+  _globals['_MEMORYREQUEST']._serialized_end=2521
+  _globals['_FORGETREQUEST']._serialized_start=2524
+  _globals['_FORGETREQUEST']._serialized_end=2741
+  _globals['_FORGETRESPONSE']._serialized_start=2744
+  _globals['_FORGETRESPONSE']._serialized_end=2873
+  _globals['_REBUILDREQUEST']._serialized_start=2875
+  _globals['_REBUILDREQUEST']._serialized_end=2962
+  _globals['_REBUILDRESPONSE']._serialized_start=2965
+  _globals['_REBUILDRESPONSE']._serialized_end=3124
+  _globals['_INGESTFILE']._serialized_start=3126
+  _globals['_INGESTFILE']._serialized_end=3169
+  _globals['_INGESTREQUEST']._serialized_start=3171
+  _globals['_INGESTREQUEST']._serialized_end=3298
+  _globals['_INGESTRESPONSE']._serialized_start=3301
+  _globals['_INGESTRESPONSE']._serialized_end=3441
+  _globals['_TASKDECISION']._serialized_start=3443
+  _globals['_TASKDECISION']._serialized_end=3527
+  _globals['_CURATION']._serialized_start=3530
+  _globals['_CURATION']._serialized_end=4650
 # @@protoc_insertion_point(module_scope)

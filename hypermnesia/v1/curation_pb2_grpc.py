@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from hypermnesia.v1 import common_pb2 as hypermnesia_dot_v1_dot_common__pb2
 from hypermnesia.v1 import curation_pb2 as hypermnesia_dot_v1_dot_curation__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -40,6 +41,76 @@ class CurationStub:
                 request_serializer=hypermnesia_dot_v1_dot_curation__pb2.SaveRequest.SerializeToString,
                 response_deserializer=hypermnesia_dot_v1_dot_curation__pb2.SaveResponse.FromString,
                 _registered_method=True)
+        self.AppendRecord = channel.unary_unary(
+                '/hypermnesia.v1.Curation/AppendRecord',
+                request_serializer=hypermnesia_dot_v1_dot_curation__pb2.AppendRecordRequest.SerializeToString,
+                response_deserializer=hypermnesia_dot_v1_dot_curation__pb2.ImportRecordsResponse.FromString,
+                _registered_method=True)
+        self.ImportRecords = channel.unary_unary(
+                '/hypermnesia.v1.Curation/ImportRecords',
+                request_serializer=hypermnesia_dot_v1_dot_curation__pb2.ImportRecordsRequest.SerializeToString,
+                response_deserializer=hypermnesia_dot_v1_dot_curation__pb2.ImportRecordsResponse.FromString,
+                _registered_method=True)
+        self.GetRecord = channel.unary_unary(
+                '/hypermnesia.v1.Curation/GetRecord',
+                request_serializer=hypermnesia_dot_v1_dot_curation__pb2.RecordRequest.SerializeToString,
+                response_deserializer=hypermnesia_dot_v1_dot_curation__pb2.RecordView.FromString,
+                _registered_method=True)
+        self.Lineage = channel.unary_unary(
+                '/hypermnesia.v1.Curation/Lineage',
+                request_serializer=hypermnesia_dot_v1_dot_curation__pb2.RecordRequest.SerializeToString,
+                response_deserializer=hypermnesia_dot_v1_dot_curation__pb2.RecordList.FromString,
+                _registered_method=True)
+        self.Derivations = channel.unary_unary(
+                '/hypermnesia.v1.Curation/Derivations',
+                request_serializer=hypermnesia_dot_v1_dot_curation__pb2.RecordRequest.SerializeToString,
+                response_deserializer=hypermnesia_dot_v1_dot_curation__pb2.RecordList.FromString,
+                _registered_method=True)
+        self.QueryRecords = channel.unary_unary(
+                '/hypermnesia.v1.Curation/QueryRecords',
+                request_serializer=hypermnesia_dot_v1_dot_curation__pb2.QueryRecordsRequest.SerializeToString,
+                response_deserializer=hypermnesia_dot_v1_dot_curation__pb2.RecordList.FromString,
+                _registered_method=True)
+        self.StateObject = channel.unary_unary(
+                '/hypermnesia.v1.Curation/StateObject',
+                request_serializer=hypermnesia_dot_v1_dot_curation__pb2.StateRequest.SerializeToString,
+                response_deserializer=hypermnesia_dot_v1_dot_curation__pb2.RecordList.FromString,
+                _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/hypermnesia.v1.Curation/Update',
+                request_serializer=hypermnesia_dot_v1_dot_curation__pb2.UpdateRequest.SerializeToString,
+                response_deserializer=hypermnesia_dot_v1_dot_common__pb2.Memory.FromString,
+                _registered_method=True)
+        self.Delete = channel.unary_unary(
+                '/hypermnesia.v1.Curation/Delete',
+                request_serializer=hypermnesia_dot_v1_dot_curation__pb2.MemoryRequest.SerializeToString,
+                response_deserializer=hypermnesia_dot_v1_dot_common__pb2.Memory.FromString,
+                _registered_method=True)
+        self.Restore = channel.unary_unary(
+                '/hypermnesia.v1.Curation/Restore',
+                request_serializer=hypermnesia_dot_v1_dot_curation__pb2.MemoryRequest.SerializeToString,
+                response_deserializer=hypermnesia_dot_v1_dot_common__pb2.Memory.FromString,
+                _registered_method=True)
+        self.Forget = channel.unary_unary(
+                '/hypermnesia.v1.Curation/Forget',
+                request_serializer=hypermnesia_dot_v1_dot_curation__pb2.ForgetRequest.SerializeToString,
+                response_deserializer=hypermnesia_dot_v1_dot_curation__pb2.ForgetResponse.FromString,
+                _registered_method=True)
+        self.Rebuild = channel.unary_unary(
+                '/hypermnesia.v1.Curation/Rebuild',
+                request_serializer=hypermnesia_dot_v1_dot_curation__pb2.RebuildRequest.SerializeToString,
+                response_deserializer=hypermnesia_dot_v1_dot_curation__pb2.RebuildResponse.FromString,
+                _registered_method=True)
+        self.Ingest = channel.unary_unary(
+                '/hypermnesia.v1.Curation/Ingest',
+                request_serializer=hypermnesia_dot_v1_dot_curation__pb2.IngestRequest.SerializeToString,
+                response_deserializer=hypermnesia_dot_v1_dot_curation__pb2.IngestResponse.FromString,
+                _registered_method=True)
+        self.ConfirmTask = channel.unary_unary(
+                '/hypermnesia.v1.Curation/ConfirmTask',
+                request_serializer=hypermnesia_dot_v1_dot_curation__pb2.TaskDecision.SerializeToString,
+                response_deserializer=hypermnesia_dot_v1_dot_common__pb2.Memory.FromString,
+                _registered_method=True)
 
 
 class CurationServicer:
@@ -52,6 +123,93 @@ class CurationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AppendRecord(self, request, context):
+        """Records API (seed 002): append one raw record / many, idempotent on (scope, source_ref).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ImportRecords(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetRecord(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Lineage(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Derivations(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def QueryRecords(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StateObject(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Update(self, request, context):
+        """Memory lifecycle (seed 001 + 002).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Delete(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Restore(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Forget(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Rebuild(self, request, context):
+        """Re-derive the curated layer from the raw log (or only report what would change).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Ingest(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ConfirmTask(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CurationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -59,6 +217,76 @@ def add_CurationServicer_to_server(servicer, server):
                     servicer.Save,
                     request_deserializer=hypermnesia_dot_v1_dot_curation__pb2.SaveRequest.FromString,
                     response_serializer=hypermnesia_dot_v1_dot_curation__pb2.SaveResponse.SerializeToString,
+            ),
+            'AppendRecord': grpc.unary_unary_rpc_method_handler(
+                    servicer.AppendRecord,
+                    request_deserializer=hypermnesia_dot_v1_dot_curation__pb2.AppendRecordRequest.FromString,
+                    response_serializer=hypermnesia_dot_v1_dot_curation__pb2.ImportRecordsResponse.SerializeToString,
+            ),
+            'ImportRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.ImportRecords,
+                    request_deserializer=hypermnesia_dot_v1_dot_curation__pb2.ImportRecordsRequest.FromString,
+                    response_serializer=hypermnesia_dot_v1_dot_curation__pb2.ImportRecordsResponse.SerializeToString,
+            ),
+            'GetRecord': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRecord,
+                    request_deserializer=hypermnesia_dot_v1_dot_curation__pb2.RecordRequest.FromString,
+                    response_serializer=hypermnesia_dot_v1_dot_curation__pb2.RecordView.SerializeToString,
+            ),
+            'Lineage': grpc.unary_unary_rpc_method_handler(
+                    servicer.Lineage,
+                    request_deserializer=hypermnesia_dot_v1_dot_curation__pb2.RecordRequest.FromString,
+                    response_serializer=hypermnesia_dot_v1_dot_curation__pb2.RecordList.SerializeToString,
+            ),
+            'Derivations': grpc.unary_unary_rpc_method_handler(
+                    servicer.Derivations,
+                    request_deserializer=hypermnesia_dot_v1_dot_curation__pb2.RecordRequest.FromString,
+                    response_serializer=hypermnesia_dot_v1_dot_curation__pb2.RecordList.SerializeToString,
+            ),
+            'QueryRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.QueryRecords,
+                    request_deserializer=hypermnesia_dot_v1_dot_curation__pb2.QueryRecordsRequest.FromString,
+                    response_serializer=hypermnesia_dot_v1_dot_curation__pb2.RecordList.SerializeToString,
+            ),
+            'StateObject': grpc.unary_unary_rpc_method_handler(
+                    servicer.StateObject,
+                    request_deserializer=hypermnesia_dot_v1_dot_curation__pb2.StateRequest.FromString,
+                    response_serializer=hypermnesia_dot_v1_dot_curation__pb2.RecordList.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=hypermnesia_dot_v1_dot_curation__pb2.UpdateRequest.FromString,
+                    response_serializer=hypermnesia_dot_v1_dot_common__pb2.Memory.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=hypermnesia_dot_v1_dot_curation__pb2.MemoryRequest.FromString,
+                    response_serializer=hypermnesia_dot_v1_dot_common__pb2.Memory.SerializeToString,
+            ),
+            'Restore': grpc.unary_unary_rpc_method_handler(
+                    servicer.Restore,
+                    request_deserializer=hypermnesia_dot_v1_dot_curation__pb2.MemoryRequest.FromString,
+                    response_serializer=hypermnesia_dot_v1_dot_common__pb2.Memory.SerializeToString,
+            ),
+            'Forget': grpc.unary_unary_rpc_method_handler(
+                    servicer.Forget,
+                    request_deserializer=hypermnesia_dot_v1_dot_curation__pb2.ForgetRequest.FromString,
+                    response_serializer=hypermnesia_dot_v1_dot_curation__pb2.ForgetResponse.SerializeToString,
+            ),
+            'Rebuild': grpc.unary_unary_rpc_method_handler(
+                    servicer.Rebuild,
+                    request_deserializer=hypermnesia_dot_v1_dot_curation__pb2.RebuildRequest.FromString,
+                    response_serializer=hypermnesia_dot_v1_dot_curation__pb2.RebuildResponse.SerializeToString,
+            ),
+            'Ingest': grpc.unary_unary_rpc_method_handler(
+                    servicer.Ingest,
+                    request_deserializer=hypermnesia_dot_v1_dot_curation__pb2.IngestRequest.FromString,
+                    response_serializer=hypermnesia_dot_v1_dot_curation__pb2.IngestResponse.SerializeToString,
+            ),
+            'ConfirmTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConfirmTask,
+                    request_deserializer=hypermnesia_dot_v1_dot_curation__pb2.TaskDecision.FromString,
+                    response_serializer=hypermnesia_dot_v1_dot_common__pb2.Memory.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -89,6 +317,384 @@ class Curation:
             '/hypermnesia.v1.Curation/Save',
             hypermnesia_dot_v1_dot_curation__pb2.SaveRequest.SerializeToString,
             hypermnesia_dot_v1_dot_curation__pb2.SaveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AppendRecord(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hypermnesia.v1.Curation/AppendRecord',
+            hypermnesia_dot_v1_dot_curation__pb2.AppendRecordRequest.SerializeToString,
+            hypermnesia_dot_v1_dot_curation__pb2.ImportRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImportRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hypermnesia.v1.Curation/ImportRecords',
+            hypermnesia_dot_v1_dot_curation__pb2.ImportRecordsRequest.SerializeToString,
+            hypermnesia_dot_v1_dot_curation__pb2.ImportRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRecord(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hypermnesia.v1.Curation/GetRecord',
+            hypermnesia_dot_v1_dot_curation__pb2.RecordRequest.SerializeToString,
+            hypermnesia_dot_v1_dot_curation__pb2.RecordView.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Lineage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hypermnesia.v1.Curation/Lineage',
+            hypermnesia_dot_v1_dot_curation__pb2.RecordRequest.SerializeToString,
+            hypermnesia_dot_v1_dot_curation__pb2.RecordList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Derivations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hypermnesia.v1.Curation/Derivations',
+            hypermnesia_dot_v1_dot_curation__pb2.RecordRequest.SerializeToString,
+            hypermnesia_dot_v1_dot_curation__pb2.RecordList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QueryRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hypermnesia.v1.Curation/QueryRecords',
+            hypermnesia_dot_v1_dot_curation__pb2.QueryRecordsRequest.SerializeToString,
+            hypermnesia_dot_v1_dot_curation__pb2.RecordList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StateObject(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hypermnesia.v1.Curation/StateObject',
+            hypermnesia_dot_v1_dot_curation__pb2.StateRequest.SerializeToString,
+            hypermnesia_dot_v1_dot_curation__pb2.RecordList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hypermnesia.v1.Curation/Update',
+            hypermnesia_dot_v1_dot_curation__pb2.UpdateRequest.SerializeToString,
+            hypermnesia_dot_v1_dot_common__pb2.Memory.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hypermnesia.v1.Curation/Delete',
+            hypermnesia_dot_v1_dot_curation__pb2.MemoryRequest.SerializeToString,
+            hypermnesia_dot_v1_dot_common__pb2.Memory.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Restore(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hypermnesia.v1.Curation/Restore',
+            hypermnesia_dot_v1_dot_curation__pb2.MemoryRequest.SerializeToString,
+            hypermnesia_dot_v1_dot_common__pb2.Memory.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Forget(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hypermnesia.v1.Curation/Forget',
+            hypermnesia_dot_v1_dot_curation__pb2.ForgetRequest.SerializeToString,
+            hypermnesia_dot_v1_dot_curation__pb2.ForgetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Rebuild(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hypermnesia.v1.Curation/Rebuild',
+            hypermnesia_dot_v1_dot_curation__pb2.RebuildRequest.SerializeToString,
+            hypermnesia_dot_v1_dot_curation__pb2.RebuildResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Ingest(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hypermnesia.v1.Curation/Ingest',
+            hypermnesia_dot_v1_dot_curation__pb2.IngestRequest.SerializeToString,
+            hypermnesia_dot_v1_dot_curation__pb2.IngestResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConfirmTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hypermnesia.v1.Curation/ConfirmTask',
+            hypermnesia_dot_v1_dot_curation__pb2.TaskDecision.SerializeToString,
+            hypermnesia_dot_v1_dot_common__pb2.Memory.FromString,
             options,
             channel_credentials,
             insecure,

@@ -22,24 +22,27 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from hypermnesia.v1 import common_pb2 as hypermnesia_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ehypermnesia/v1/retrieval.proto\x12\x0ehypermnesia.v1\x1a\x1bhypermnesia/v1/common.proto\"\xe1\x01\n\rSearchRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12\r\n\x05query\x18\x02 \x01(\t\x12\x0e\n\x06scopes\x18\x03 \x03(\t\x12\x0c\n\x04tags\x18\x04 \x03(\t\x12\t\n\x01k\x18\x05 \x01(\x05\x12\x1b\n\x0emin_similarity\x18\x06 \x01(\x01H\x00\x88\x01\x01\x12\x1c\n\x0frelative_cutoff\x18\x07 \x01(\x01H\x01\x88\x01\x01\x12\x0e\n\x06\x66usion\x18\x08 \x01(\tB\x11\n\x0f_min_similarityB\x12\n\x10_relative_cutoff\"m\n\tSearchHit\x12&\n\x06memory\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Memory\x12\x12\n\nsimilarity\x18\x02 \x01(\x01\x12\r\n\x05score\x18\x03 \x01(\x01\x12\x15\n\rlexical_match\x18\x04 \x01(\x08\"K\n\x0eSearchResponse\x12\'\n\x04hits\x18\x01 \x03(\x0b\x32\x19.hypermnesia.v1.SearchHit\x12\x10\n\x08\x64\x65graded\x18\x02 \x03(\t\"@\n\nGetRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12\n\n\x02id\x18\x02 \x01(\t2\x8f\x01\n\tRetrieval\x12G\n\x06Search\x12\x1d.hypermnesia.v1.SearchRequest\x1a\x1e.hypermnesia.v1.SearchResponse\x12\x39\n\x03Get\x12\x1a.hypermnesia.v1.GetRequest\x1a\x16.hypermnesia.v1.Memoryb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ehypermnesia/v1/retrieval.proto\x12\x0ehypermnesia.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bhypermnesia/v1/common.proto\"\xc6\x03\n\rSearchRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12\r\n\x05query\x18\x02 \x01(\t\x12\x0e\n\x06scopes\x18\x03 \x03(\t\x12\x0c\n\x04tags\x18\x04 \x03(\t\x12\t\n\x01k\x18\x05 \x01(\x05\x12\x1b\n\x0emin_similarity\x18\x06 \x01(\x01H\x00\x88\x01\x01\x12\x1c\n\x0frelative_cutoff\x18\x07 \x01(\x01H\x01\x88\x01\x01\x12\x0e\n\x06\x66usion\x18\x08 \x01(\t\x12\r\n\x05kinds\x18\t \x03(\t\x12\r\n\x05types\x18\n \x03(\t\x12\x0c\n\x04repo\x18\x0b \x01(\t\x12)\n\x05since\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x05until\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x05\x61s_of\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0c\n\x04mode\x18\x0f \x01(\t\x12\x18\n\x10include_archived\x18\x10 \x01(\x08\x12\x0e\n\x06rerank\x18\x11 \x01(\x08\x42\x11\n\x0f_min_similarityB\x12\n\x10_relative_cutoff\"\xa2\x01\n\x0bSearchStats\x12\x12\n\ncandidates\x18\x01 \x01(\x05\x12\x18\n\x10\x64\x65nse_candidates\x18\x02 \x01(\x05\x12\x1a\n\x12lexical_candidates\x18\x03 \x01(\x05\x12\x10\n\x08\x65mbed_ms\x18\x04 \x01(\x01\x12\x15\n\rcandidates_ms\x18\x05 \x01(\x01\x12\x10\n\x08total_ms\x18\x06 \x01(\x01\x12\x0e\n\x06\x66usion\x18\x07 \x01(\t\"m\n\tSearchHit\x12&\n\x06memory\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Memory\x12\x12\n\nsimilarity\x18\x02 \x01(\x01\x12\r\n\x05score\x18\x03 \x01(\x01\x12\x15\n\rlexical_match\x18\x04 \x01(\x08\"w\n\x0eSearchResponse\x12\'\n\x04hits\x18\x01 \x03(\x0b\x32\x19.hypermnesia.v1.SearchHit\x12\x10\n\x08\x64\x65graded\x18\x02 \x03(\t\x12*\n\x05stats\x18\x03 \x01(\x0b\x32\x1b.hypermnesia.v1.SearchStats\"@\n\nGetRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12\n\n\x02id\x18\x02 \x01(\t2\x8f\x01\n\tRetrieval\x12G\n\x06Search\x12\x1d.hypermnesia.v1.SearchRequest\x1a\x1e.hypermnesia.v1.SearchResponse\x12\x39\n\x03Get\x12\x1a.hypermnesia.v1.GetRequest\x1a\x16.hypermnesia.v1.Memoryb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'hypermnesia.v1.retrieval_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SEARCHREQUEST']._serialized_start=80
-  _globals['_SEARCHREQUEST']._serialized_end=305
-  _globals['_SEARCHHIT']._serialized_start=307
-  _globals['_SEARCHHIT']._serialized_end=416
-  _globals['_SEARCHRESPONSE']._serialized_start=418
-  _globals['_SEARCHRESPONSE']._serialized_end=493
-  _globals['_GETREQUEST']._serialized_start=495
-  _globals['_GETREQUEST']._serialized_end=559
-  _globals['_RETRIEVAL']._serialized_start=562
-  _globals['_RETRIEVAL']._serialized_end=705
+  _globals['_SEARCHREQUEST']._serialized_start=113
+  _globals['_SEARCHREQUEST']._serialized_end=567
+  _globals['_SEARCHSTATS']._serialized_start=570
+  _globals['_SEARCHSTATS']._serialized_end=732
+  _globals['_SEARCHHIT']._serialized_start=734
+  _globals['_SEARCHHIT']._serialized_end=843
+  _globals['_SEARCHRESPONSE']._serialized_start=845
+  _globals['_SEARCHRESPONSE']._serialized_end=964
+  _globals['_GETREQUEST']._serialized_start=966
+  _globals['_GETREQUEST']._serialized_end=1030
+  _globals['_RETRIEVAL']._serialized_start=1033
+  _globals['_RETRIEVAL']._serialized_end=1176
 # @@protoc_insertion_point(module_scope)

@@ -58,51 +58,81 @@ class Appended:
     record_hash: str
 
 
-async def append(
-    conn: asyncpg.Connection,
-    *,
-    scope: str,
-    kind: str,
-    operation: str,
-    author: str,
-    payload: Mapping[str, Any],
-    target_id: uuid.UUID | None = None,
-    source_ref: str | None = None,
-    prev_source_ref: str | None = None,
-    thread_id: str | None = None,
-    topic_id: str | None = None,
-    created_at: datetime | None = None,
-) -> Appended:
-    """Append one record inside the caller's transaction. Locks the chain head until commit, so
-    concurrent writers get gapless seqs and one linear chain."""
+@dataclass
+class Entry:
+    """One record to append. `id` may be chosen by the caller: a record that creates a memory
+    shares its id with that memory, so `/records/{id}` and the memory are found by one id."""
+
+    scope: str
+    kind: str
+    operation: str
+    author: str
+    payload: Mapping[str, Any]
+    target_id: uuid.UUID | None = None
+    source_ref: str | None = None
+    prev_source_ref: str | None = None
+    thread_id: str | None = None
+    topic_id: str | None = None
+    created_at: datetime | None = None
+    id: uuid.UUID | None = None
+
+
+_INSERT_RECORD = (
+    "INSERT INTO records (id, seq, scope, kind, operation, target_id, author, source_ref,"
+    " prev_source_ref, thread_id, topic_id, created_at, content_sha256, record_hash)"
+    " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14)"
+)
+
+
+async def lock_head(conn: asyncpg.Connection) -> None:
+    """Take the chain head now (held until commit): lets a writer re-check source_refs under the
+    same lock that orders its appends."""
+    await conn.execute("SELECT 1 FROM record_chain FOR UPDATE")
+
+
+async def append_many(conn: asyncpg.Connection, entries: list[Entry]) -> list[Appended]:
+    """Append records in order inside the caller's transaction. Locks the chain head until
+    commit, so concurrent writers get gapless seqs and one linear chain."""
+    if not entries:
+        return []
     head = await conn.fetchrow("SELECT last_seq, last_hash FROM record_chain FOR UPDATE")
-    text = canonical_json(payload)
-    content_sha256 = hashlib.sha256(text.encode()).hexdigest()
-    row = {
-        "id": uuid.uuid4(),
-        "seq": head["last_seq"] + 1,
-        "scope": scope,
-        "kind": kind,
-        "operation": operation,
-        "target_id": target_id,
-        "author": author,
-        "source_ref": source_ref,
-        "prev_source_ref": prev_source_ref,
-        "thread_id": thread_id,
-        "topic_id": topic_id,
-        "created_at": created_at or datetime.now(UTC),
-    }
-    record_hash = compute_hash(row, content_sha256, head["last_hash"])
-    await conn.execute(
-        "INSERT INTO records (id, seq, scope, kind, operation, target_id, author, source_ref,"
-        " prev_source_ref, thread_id, topic_id, created_at, content_sha256, record_hash)"
-        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14)",
-        row["id"], row["seq"], scope, kind, operation, target_id, author, source_ref,
-        prev_source_ref, thread_id, topic_id, row["created_at"], content_sha256, record_hash,
-    )
-    await conn.execute("INSERT INTO record_texts (record_id, payload) VALUES ($1, $2)", row["id"], text)
-    await conn.execute("UPDATE record_chain SET last_seq = $1, last_hash = $2", row["seq"], record_hash)
-    return Appended(row["id"], row["seq"], record_hash)
+    seq, prev_hash = int(head["last_seq"]), str(head["last_hash"])
+    now = datetime.now(UTC)
+    record_rows: list[tuple[Any, ...]] = []
+    text_rows: list[tuple[uuid.UUID, str]] = []
+    out: list[Appended] = []
+    for entry in entries:
+        seq += 1
+        text = canonical_json(entry.payload)
+        content_sha256 = hashlib.sha256(text.encode()).hexdigest()
+        row = {
+            "id": entry.id or uuid.uuid4(),
+            "seq": seq,
+            "scope": entry.scope,
+            "kind": entry.kind,
+            "operation": entry.operation,
+            "target_id": entry.target_id,
+            "author": entry.author,
+            "source_ref": entry.source_ref,
+            "prev_source_ref": entry.prev_source_ref,
+            "thread_id": entry.thread_id,
+            "topic_id": entry.topic_id,
+            "created_at": entry.created_at or now,
+        }
+        prev_hash = compute_hash(row, content_sha256, prev_hash)
+        record_rows.append((*row.values(), content_sha256, prev_hash))
+        text_rows.append((row["id"], text))
+        out.append(Appended(row["id"], seq, prev_hash))
+    await conn.executemany(_INSERT_RECORD, record_rows)
+    await conn.executemany("INSERT INTO record_texts (record_id, payload) VALUES ($1, $2)", text_rows)
+    await conn.execute("UPDATE record_chain SET last_seq = $1, last_hash = $2", seq, prev_hash)
+    return out
+
+
+async def append(conn: asyncpg.Connection, **fields: Any) -> Appended:
+    """Append one record (fields as in Entry) inside the caller's transaction."""
+    (appended,) = await append_many(conn, [Entry(**fields)])
+    return appended
 
 
 @dataclass(frozen=True)
@@ -112,21 +142,31 @@ class VerifyResult:
     reason: str
 
 
-async def verify(conn: asyncpg.Connection, batch: int = 5000) -> VerifyResult:
+async def verify(conn: asyncpg.Connection, batch: int = 5000, progress: Any = None) -> VerifyResult:
     """Walk the chain in seq order; name the first seq whose hash or linkage does not hold."""
     prev_hash = GENESIS_HASH
     expected_seq = 1
     checked = 0
     async with conn.transaction(isolation="repeatable_read", readonly=True):
-        cursor = conn.cursor("SELECT * FROM records ORDER BY seq", prefetch=batch)
+        cursor = conn.cursor(
+            "SELECT r.*, t.payload FROM records r LEFT JOIN record_texts t ON t.record_id = r.id"
+            " ORDER BY r.seq",
+            prefetch=batch,
+        )
         async for row in cursor:
             if row["seq"] != expected_seq:
                 return VerifyResult(checked, expected_seq, f"seq {expected_seq} is missing")
             if compute_hash(row, row["content_sha256"], prev_hash) != row["record_hash"]:
                 return VerifyResult(checked, row["seq"], "record_hash does not match the row")
+            # A purged record has no text; any text still present must be the text that was hashed.
+            payload = row["payload"]
+            if payload is not None and hashlib.sha256(payload.encode()).hexdigest() != row["content_sha256"]:
+                return VerifyResult(checked, row["seq"], "the record's text does not match its content_sha256")
             prev_hash = row["record_hash"]
             expected_seq += 1
             checked += 1
+            if progress is not None:
+                progress.update(1)
         head = await conn.fetchrow("SELECT last_seq, last_hash FROM record_chain")
         if head["last_seq"] != checked or head["last_hash"] != prev_hash:
             return VerifyResult(checked, checked + 1, "the chain head does not match the last record")

@@ -1,10 +1,10 @@
-"""Curation's SQL over memories (the raw-log SQL lives in rawlog.py)."""
+"""Curation's SQL over memories (the raw-log SQL lives in rawlog.py, the records API's reads in
+records_repo.py)."""
 
 from __future__ import annotations
 
-import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -12,6 +12,16 @@ import asyncpg
 import numpy as np
 
 from hypermnesia.memory_rows import MEMORY_COLUMNS
+from services.curation import memory_fields
+
+_INSERT = (
+    f"INSERT INTO memories ({memory_fields.SELECT_LIST}, embedding) VALUES ("
+    + ", ".join(
+        f"${i}::jsonb" if name == "metadata" else f"${i}"
+        for i, name in enumerate(memory_fields.COLUMNS, start=1)
+    )
+    + f", ${len(memory_fields.COLUMNS) + 1})"
+)
 
 
 async def nearest_active(
@@ -29,35 +39,72 @@ async def nearest_active(
     return (row, float(row["similarity"])) if row else None
 
 
-async def insert_memory(conn: asyncpg.Connection, fields: Mapping[str, Any]) -> asyncpg.Record:
-    row = await conn.fetchrow(
-        "INSERT INTO memories (id, scope, owner_id, type, kind, description, content, tags, metadata,"
-        " importance, decay_class, created_at, updated_at, last_accessed_at, expires_at, valid_from,"
-        " source_ref, thread_id, repo, embedding)"
-        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9::jsonb,$10,$11,$12,$12,$12,$13,$12,$14,$15,$16,$17)"
-        f" RETURNING {MEMORY_COLUMNS}",
-        fields["id"], fields["scope"], fields["owner_id"], fields["type"], fields["kind"],
-        fields["description"], fields["content"], list(fields["tags"]), json.dumps(fields["metadata"]),
-        fields["importance"], fields["decay_class"], fields["created_at"], fields.get("expires_at"),
-        fields.get("source_ref"), fields.get("thread_id"), fields.get("repo"), fields["embedding"],
+async def insert_memories(
+    conn: asyncpg.Connection, rows: Sequence[Mapping[str, Any]], vectors: Sequence[np.ndarray | None]
+) -> None:
+    """Insert complete memories (every column of memory_fields.COLUMNS) with their vectors."""
+    await conn.executemany(
+        _INSERT, [(*memory_fields.db_args(row), vec) for row, vec in zip(rows, vectors, strict=True)]
     )
-    assert row is not None
-    return row
+
+
+async def fetch_memory(conn: asyncpg.Connection, memory_id: uuid.UUID) -> asyncpg.Record | None:
+    return await conn.fetchrow(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = $1", memory_id)
+
+
+async def fetch_full(conn: asyncpg.Connection, memory_id: uuid.UUID) -> asyncpg.Record | None:
+    """Every curated column (the wider set of memory_fields), without the vector."""
+    return await conn.fetchrow(f"SELECT {memory_fields.SELECT_LIST} FROM memories WHERE id = $1", memory_id)
 
 
 async def lock_memory(conn: asyncpg.Connection, memory_id: uuid.UUID) -> asyncpg.Record | None:
-    return await conn.fetchrow(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = $1 FOR UPDATE", memory_id)
-
-
-async def overwrite_memory(
-    conn: asyncpg.Connection, memory_id: uuid.UUID, fields: Mapping[str, Any], now: datetime
-) -> asyncpg.Record:
-    row = await conn.fetchrow(
-        "UPDATE memories SET description = $2, content = $3, type = $4, tags = $5, metadata = $6::jsonb,"
-        " importance = $7, embedding = $8, updated_at = $9 WHERE id = $1"
-        f" RETURNING {MEMORY_COLUMNS}",
-        memory_id, fields["description"], fields["content"], fields["type"], list(fields["tags"]),
-        json.dumps(fields["metadata"]), fields["importance"], fields["embedding"], now,
+    return await conn.fetchrow(
+        f"SELECT {memory_fields.SELECT_LIST} FROM memories WHERE id = $1 FOR UPDATE", memory_id
     )
-    assert row is not None
-    return row
+
+
+async def update_memory(
+    conn: asyncpg.Connection, memory_id: uuid.UUID, fields: Mapping[str, Any], vector: np.ndarray | None
+) -> None:
+    """Set the given curated columns (and the vector when the text changed)."""
+    sets, args = [], []
+    for name, value in fields.items():
+        args.append(memory_fields.db_value(name, value))
+        sets.append(f"{name} = ${len(args)}" + ("::jsonb" if name == "metadata" else ""))
+    if vector is not None:
+        args.append(vector)
+        sets.append(f"embedding = ${len(args)}")
+    args.append(memory_id)
+    await conn.execute(f"UPDATE memories SET {', '.join(sets)} WHERE id = ${len(args)}", *args)
+
+
+async def close_memory(conn: asyncpg.Connection, memory_id: uuid.UUID, successor: uuid.UUID, at: datetime) -> None:
+    """Supersede: the old row stays for lineage and as-of reads, closed at `at`."""
+    await conn.execute(
+        "UPDATE memories SET superseded_by = $2, valid_to = $3 WHERE id = $1", memory_id, successor, at
+    )
+
+
+async def delete_memory(conn: asyncpg.Connection, memory_id: uuid.UUID) -> None:
+    await conn.execute("DELETE FROM memory_entities WHERE memory_id = $1", memory_id)
+    await conn.execute("DELETE FROM memories WHERE id = $1", memory_id)
+
+
+async def chain_contains(conn: asyncpg.Connection, start: uuid.UUID, candidate: uuid.UUID) -> bool:
+    """Whether `candidate` is `start` or one of its predecessors (walking `supersedes`)."""
+    found = await conn.fetchval(
+        "WITH RECURSIVE chain(id, depth) AS ("
+        "  SELECT id, 0 FROM memories WHERE id = $1"
+        "  UNION ALL SELECT m.supersedes, c.depth + 1 FROM chain c JOIN memories m ON m.id = c.id"
+        "  WHERE m.supersedes IS NOT NULL AND c.depth < 100000"
+        ") CYCLE id SET is_cycle USING path"
+        " SELECT bool_or(id = $2) FROM chain",
+        start,
+        candidate,
+    )
+    return bool(found)
+
+
+async def embeddings_for(conn: asyncpg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Any]:
+    rows = await conn.fetch("SELECT id, embedding FROM memories WHERE id = ANY($1)", list(ids))
+    return {r["id"]: r["embedding"] for r in rows}

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import grpc
 
@@ -12,7 +15,10 @@ from hypermnesia.bootstrap import connect_embedder, open_store
 from hypermnesia.grpc_server import create_server, mark_serving, run_until_signalled, start_metrics_server
 from hypermnesia.settings import CurationSettings
 from hypermnesia.v1 import curation_pb2, curation_pb2_grpc
-from services.curation.servicer import CurationServicer
+from services.curation import structure_load
+from services.curation.lifecycle import Forgetter
+from services.curation.records import RecordImporter
+from services.curation.servicer import Curation, CurationServicer
 from services.curation.writer import MemoryWriter
 
 log = logging.getLogger(__name__)
@@ -32,20 +38,50 @@ async def running(settings: CurationSettings) -> AsyncIterator[tuple[grpc.aio.Se
         dedupe_threshold=settings.dedupe_threshold,
         dedupe_content_threshold=settings.dedupe_content_threshold,
     )
+    curation = Curation(
+        writer=writer,
+        importer=RecordImporter(store.pool, writer.embeddings, task_extraction=settings.task_extraction),
+        forgetter=Forgetter(
+            store.pool, after_days=settings.forget_after_days, importance_floor=settings.forget_importance_floor
+        ),
+    )
+    _attach_optional(curation, store.pool, writer)
     server, port, health = create_server(
-        [(curation_pb2_grpc.add_CurationServicer_to_server, CurationServicer(writer), SERVICE_NAME)],
+        [
+            (curation_pb2_grpc.add_CurationServicer_to_server, CurationServicer(curation), SERVICE_NAME),
+            structure_load.registration(store.pool),
+        ],
         settings.host,
         settings.curation_port,
     )
     await server.start()
     await mark_serving(health, [SERVICE_NAME])
+    sweeper = None
+    if settings.forget_sweep_hours > 0:
+        sweeper = asyncio.create_task(curation.forgetter.run_sweeps(settings.forget_sweep_hours))
     log.info("curation serving on %s:%d", settings.host, port)
     try:
         yield server, port, writer
     finally:
+        if sweeper is not None:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
         await server.stop(2)
         await embedder.close()
         await store.close()
+
+
+def _attach_optional(curation: Curation, pool: Any, writer: MemoryWriter) -> None:
+    """Rebuild and ingestion share the writer's embedder."""
+    from services.curation.ingest import Ingester
+    from services.curation.rebuild import Rebuilder
+
+    async def count_tokens(texts: list[str]) -> list[int]:
+        return await writer.embedder.count_tokens(texts, writer.embed_timeout_s)
+
+    curation.rebuilder = Rebuilder(pool, writer.embeddings.many)
+    curation.ingester = Ingester(pool, writer.embeddings.many, count_tokens)
 
 
 async def serve(settings: CurationSettings) -> None:

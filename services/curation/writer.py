@@ -1,11 +1,11 @@
-"""Saving memories: validation, embedding, two-gated dedupe, and the raw-log record, in one
-transaction per write so a memory and its record never disagree."""
+"""Saving, updating, superseding and deleting memories: validation, embedding, two-gated dedupe
+and the raw-log record, in one transaction per write so a memory and its record never disagree."""
 
 from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,15 +13,20 @@ import asyncpg
 import numpy as np
 
 from hypermnesia import validation
-from hypermnesia.embedder_client import DOCUMENT, EmbedderClient
+from hypermnesia.embedder_client import EmbedderClient
+from hypermnesia.errors import FailedPrecondition, InvalidArgument, NotFound
 from hypermnesia.kinds import DECAY_CLASS_FOR_KIND, DEFAULT_KIND
-from hypermnesia.scopes import require
-from services.curation import rawlog, repo
+from hypermnesia.scopes import permits, require
+from services.curation import entities, payloads, rawlog, repo
+from services.curation.embedding import BatchEmbedder, cosine, embedding_text
 
 log = logging.getLogger(__name__)
 
 DEFAULT_IMPORTANCE = 1.0
 WORKING_TTL = timedelta(hours=48)
+DECAY_CLASSES = ("none", "slow", "medium", "fast")
+
+__all__ = ["MemoryWriter", "SaveInput", "SaveResult", "UpdateInput", "embedding_text", "parse_id"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,8 @@ class SaveInput:
     metadata: dict[str, Any]
     importance: float | None
     kind: str
+    supersedes: str = ""
+    decay_class: str = ""
 
 
 @dataclass(frozen=True)
@@ -45,13 +52,55 @@ class SaveResult:
     replaced: asyncpg.Record | None
 
 
-def embedding_text(description: str, content: str) -> str:
-    """What a memory is embedded as: the one-line description ranks, the content grounds it."""
-    return f"{description}\n{content}" if description else content
+@dataclass(frozen=True)
+class UpdateInput:
+    principal: str
+    grants: tuple[str, ...]
+    id: str
+    # Only the fields present here change (seed 001's memory_update).
+    changes: dict[str, Any] = field(default_factory=dict)
 
 
-def _cosine(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12))
+def parse_id(value: str, what: str = "memory") -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise InvalidArgument(f"{str(value)[:60]!r} is not a {what} id (a UUID)") from exc
+
+
+def check_decay_class(value: str) -> str:
+    if value not in DECAY_CLASSES:
+        raise InvalidArgument(f"decay_class {value!r} is unknown; use one of {', '.join(DECAY_CLASSES)}")
+    return value
+
+
+def new_memory(
+    *, memory_id: uuid.UUID, scope: str, owner: str, kind: str, content: str, at: datetime, **rest: Any
+) -> dict[str, Any]:
+    """A complete set of curated columns for a new memory, defaults filled per kind."""
+    fields: dict[str, Any] = {
+        "id": memory_id,
+        "scope": scope,
+        "owner_id": owner,
+        "type": "note",
+        "kind": kind,
+        "description": "",
+        "content": content,
+        "tags": [],
+        "metadata": {},
+        "importance": DEFAULT_IMPORTANCE,
+        "decay_class": DECAY_CLASS_FOR_KIND[kind],
+        "created_at": at,
+        "updated_at": at,
+        "last_accessed_at": at,
+        "archived_at": None,
+        "expires_at": at + WORKING_TTL if kind == "working" else None,
+        "access_count": 0,
+        "valid_from": at,
+        "valid_to": None,
+    }
+    fields.update({k: v for k, v in rest.items() if v is not None})
+    return fields
 
 
 class MemoryWriter:
@@ -66,6 +115,7 @@ class MemoryWriter:
     ) -> None:
         self.pool = pool
         self.embedder = embedder
+        self.embeddings = BatchEmbedder(embedder, embed_timeout_s)
         self.embed_timeout_s = embed_timeout_s
         self.dedupe_threshold = dedupe_threshold
         self.dedupe_content_threshold = dedupe_content_threshold
@@ -77,6 +127,8 @@ class MemoryWriter:
         validation.check_tags(item.tags)
         validation.check_type(item.type)
         validation.check_kind(item.kind or DEFAULT_KIND)
+        if item.decay_class:
+            check_decay_class(item.decay_class)
         if item.importance is not None:
             validation.check_importance(item.importance)
         require(item.grants, [item.scope])
@@ -87,65 +139,189 @@ class MemoryWriter:
         similar description insert side by side instead of one clobbering the other."""
         if new_content.strip() == old_content.strip():
             return True
-        vectors = await self.embedder.embed([new_content, old_content], DOCUMENT, self.embed_timeout_s)
-        return _cosine(vectors[0], vectors[1]) >= self.dedupe_content_threshold
+        vectors = await self.embeddings.many([new_content, old_content])
+        return cosine(vectors[0], vectors[1]) >= self.dedupe_content_threshold
+
+    async def _find_duplicate(self, item: SaveInput, kind: str, vector: np.ndarray) -> asyncpg.Record | None:
+        if kind == "core" or item.supersedes:  # pinned memories and corrections are never merged
+            return None
+        async with self.pool.acquire() as conn:
+            nearest = await repo.nearest_active(conn, item.scope, vector)
+        if nearest and nearest[1] >= self.dedupe_threshold and nearest[0]["kind"] == kind:
+            if await self._is_same_fact(item.content, nearest[0]["content"]):
+                return nearest[0]
+        return None
 
     async def save(self, item: SaveInput) -> SaveResult:
         self.validate(item)
         kind = item.kind or DEFAULT_KIND
-        (vector,) = await self.embedder.embed(
-            [embedding_text(item.description, item.content)], DOCUMENT, self.embed_timeout_s
-        )
-        duplicate: asyncpg.Record | None = None
-        if kind != "core":  # pinned core memories are curated by hand; never merged silently
-            async with self.pool.acquire() as conn:
-                nearest = await repo.nearest_active(conn, item.scope, vector)
-            if nearest and nearest[1] >= self.dedupe_threshold and nearest[0]["kind"] == kind:
-                if await self._is_same_fact(item.content, nearest[0]["content"]):
-                    duplicate = nearest[0]
+        target = parse_id(item.supersedes) if item.supersedes else None
+        vector = await self.embeddings.one(embedding_text(item.description, item.content))
+        duplicate = await self._find_duplicate(item, kind, vector)
         now = datetime.now(UTC)
-        fields: dict[str, Any] = {
-            "scope": item.scope,
-            "owner_id": item.principal,
+        text_fields: dict[str, Any] = {
             "type": item.type or "note",
-            "kind": kind,
             "description": item.description,
             "content": item.content,
-            "tags": item.tags,
-            "metadata": item.metadata,
-            "importance": DEFAULT_IMPORTANCE if item.importance is None else item.importance,
-            "decay_class": DECAY_CLASS_FOR_KIND[kind],
-            "embedding": vector,
+            "tags": list(item.tags),
+            "metadata": dict(item.metadata),
         }
         async with self.pool.acquire() as conn, conn.transaction():
             if duplicate is not None:
                 old = await repo.lock_memory(conn, duplicate["id"])
                 if old is not None and old["archived_at"] is None and not old["superseded_by"]:
-                    if item.importance is None:
-                        fields["importance"] = old["importance"]
-                    row = await repo.overwrite_memory(conn, old["id"], fields, now)
+                    changes = {**text_fields, "updated_at": now}
+                    if item.importance is not None:
+                        changes["importance"] = item.importance
+                    await repo.update_memory(conn, old["id"], changes, vector)
                     await rawlog.append(
                         conn, scope=item.scope, kind="memory", operation="update", author=item.principal,
-                        target_id=old["id"], payload=_payload(fields, reason="dedupe"), created_at=now,
+                        target_id=old["id"], payload=payloads.update(old["id"], changes, reason="dedupe"),
                     )
+                    await entities.link(conn, old["id"], item.scope, item.description, item.content, now)
+                    row = await repo.fetch_memory(conn, old["id"])
+                    assert row is not None
                     return SaveResult(created=False, memory=row, replaced=old)
-            fields["id"] = uuid.uuid4()
-            fields["created_at"] = now
-            fields["expires_at"] = now + WORKING_TTL if kind == "working" else None
-            row = await repo.insert_memory(conn, fields)
-            await rawlog.append(
-                conn, scope=item.scope, kind="memory", operation="save", author=item.principal,
-                target_id=fields["id"], payload=_payload(fields), created_at=now,
+            fields = new_memory(
+                memory_id=uuid.uuid4(), scope=item.scope, owner=item.principal, kind=kind,
+                content=item.content, at=now, importance=item.importance,
+                decay_class=item.decay_class or None, supersedes=target,
+                **{k: v for k, v in text_fields.items() if k != "content"},
             )
+            if target is not None:
+                await self._close_for_supersede(conn, target, fields["id"], item.scope, item.grants, now)
+            await repo.insert_memories(conn, [fields], [vector])
+            await rawlog.append(
+                conn, scope=item.scope, kind="memory", operation="supersede" if target else "save",
+                author=item.principal, target_id=fields["id"], payload=payloads.create(fields, closes=target),
+            )
+            await entities.link(conn, fields["id"], item.scope, item.description, item.content, now)
+            row = await repo.fetch_memory(conn, fields["id"])
+            assert row is not None
             return SaveResult(created=True, memory=row, replaced=None)
 
+    async def _close_for_supersede(
+        self,
+        conn: asyncpg.Connection,
+        target: uuid.UUID,
+        successor: uuid.UUID,
+        scope: str,
+        grants: tuple[str, ...],
+        at: datetime,
+    ) -> None:
+        """Check that `target` may be superseded by a new memory in `scope`, then close it."""
+        old = await repo.lock_memory(conn, target)
+        if old is None or not permits(grants, old["scope"]):
+            raise NotFound(f"cannot supersede {target}: no such memory in your scopes")
+        if old["scope"] != scope:
+            raise InvalidArgument(
+                f"cannot supersede {target}: it lives in scope {old['scope']!r}, not {scope!r}; "
+                "a correction must be saved in the same scope"
+            )
+        if old["superseded_by"] is not None:
+            raise FailedPrecondition(
+                f"{target} was already superseded by {old['superseded_by']}; supersede the current "
+                "version instead (a chain has one head)"
+            )
+        if target == successor or await repo.chain_contains(conn, target, successor):
+            raise InvalidArgument(f"superseding {target} with {successor} would make a cycle in its chain")
+        await repo.close_memory(conn, target, successor, at)
 
-def _payload(fields: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    """The record payload: every field needed to rebuild the memory, never the vector."""
-    keep = ("type", "kind", "description", "content", "tags", "metadata", "importance", "decay_class",
-            "expires_at")
-    data = {k: fields[k] for k in keep if k in fields}
-    if data.get("expires_at") is not None:
-        data["expires_at"] = data["expires_at"].isoformat()
-    data.update(extra)
-    return data
+    async def update(self, item: UpdateInput) -> asyncpg.Record:
+        """Change only the given fields, keep the id; re-embed when the text changes."""
+        memory_id = parse_id(item.id)
+        changes = _validated_changes(item.changes)
+        if not changes:
+            raise InvalidArgument(
+                "nothing to update; give at least one of content, description, type, tags, metadata, "
+                "importance, decay_class"
+            )
+        async with self.pool.acquire() as conn:
+            current = await repo.fetch_full(conn, memory_id)
+        _check_writable(current, item.id, item.grants)
+        assert current is not None
+        vector = None
+        if "content" in changes or "description" in changes:
+            vector = await self.embeddings.one(
+                embedding_text(changes.get("description", current["description"]),
+                               changes.get("content", current["content"]))
+            )
+        now = datetime.now(UTC)
+        changes["updated_at"] = now
+        async with self.pool.acquire() as conn, conn.transaction():
+            locked = await repo.lock_memory(conn, memory_id)
+            _check_writable(locked, item.id, item.grants)
+            assert locked is not None
+            if vector is not None and (locked["content"], locked["description"]) != (
+                current["content"], current["description"]
+            ):
+                raise FailedPrecondition(f"{item.id} changed while updating; try again")
+            await repo.update_memory(conn, memory_id, changes, vector)
+            await rawlog.append(
+                conn, scope=locked["scope"], kind="memory", operation="update", author=item.principal,
+                target_id=memory_id, payload=payloads.update(memory_id, changes),
+            )
+            if vector is not None:
+                await entities.link(
+                    conn, memory_id, locked["scope"], changes.get("description", locked["description"]),
+                    changes.get("content", locked["content"]), now,
+                )
+            row = await repo.fetch_memory(conn, memory_id)
+        assert row is not None
+        return row
+
+    async def delete(self, principal: str, grants: tuple[str, ...], memory_id_text: str) -> asyncpg.Record:
+        """Remove a memory from every read; its history stays in the raw log (a tombstone record)."""
+        memory_id = parse_id(memory_id_text)
+        async with self.pool.acquire() as conn, conn.transaction():
+            locked = await repo.lock_memory(conn, memory_id)
+            if locked is None or not permits(grants, locked["scope"]):
+                raise NotFound(f"no memory {memory_id_text} in your scopes")
+            now = datetime.now(UTC)
+            await repo.delete_memory(conn, memory_id)
+            await rawlog.append(
+                conn, scope=locked["scope"], kind="memory", operation="delete", author=principal,
+                target_id=memory_id, payload=payloads.event("delete", memory_id, now),
+            )
+        return locked
+
+
+_UPDATABLE = ("content", "description", "type", "tags", "metadata", "importance", "decay_class")
+
+
+def _validated_changes(changes: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in changes.items():
+        if name not in _UPDATABLE:
+            raise InvalidArgument(f"{name} cannot be updated; updatable fields: {', '.join(_UPDATABLE)}")
+        if value is None:
+            continue
+        if name == "content":
+            validation.check_content(value)
+        elif name == "description":
+            validation.check_description(value)
+        elif name == "type":
+            validation.check_type(value)
+        elif name == "tags":
+            validation.check_tags(list(value))
+            value = list(value)
+        elif name == "importance":
+            validation.check_importance(float(value))
+        elif name == "decay_class":
+            check_decay_class(value)
+        elif name == "metadata" and not isinstance(value, dict):
+            raise InvalidArgument("metadata must be a JSON object")
+        out[name] = value
+    return out
+
+
+def _check_writable(row: asyncpg.Record | None, memory_id: str, grants: tuple[str, ...]) -> None:
+    if row is None or not permits(grants, row["scope"]):
+        raise NotFound(f"no memory {memory_id} in your scopes")
+    if row["superseded_by"] is not None:
+        raise FailedPrecondition(
+            f"{memory_id} was superseded by {row['superseded_by']}; update the current version instead"
+        )
+    if row["archived_at"] is not None:
+        raise FailedPrecondition(f"{memory_id} is archived; restore it first (memory_restore)")
+

@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,7 +42,7 @@ class ModelFiles:
     tokenizer_path: Path
 
 
-def _fingerprint(path: Path) -> str:
+def fingerprint(path: Path) -> str:
     """Cheap identity of a weights file: size + hash of its first and last MiB."""
     digest = hashlib.sha256(str(path.stat().st_size).encode())
     with path.open("rb") as handle:
@@ -51,7 +52,7 @@ def _fingerprint(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def _model_id(model_dir: Path, is_default: bool) -> str:
+def model_id_for(model_dir: Path, is_default: bool) -> str:
     if is_default:
         return DEFAULT_MODEL_ID
     config = model_dir / "hypermnesia.json"
@@ -67,7 +68,7 @@ def resolve_model(model_dir: Path | None, cache_dir: Path, *, head: str = "mean_
     tokenizer_path = folder / "tokenizer.json"
     if not tokenizer_path.exists():
         raise StartupError(f"{folder} has no tokenizer.json; the embedder needs the model's tokenizer")
-    model_id = _model_id(folder, is_default)
+    model_id = model_id_for(folder, is_default)
     if (folder / "model.onnx").exists():
         return ModelFiles(model_id, folder / "model.onnx", tokenizer_path)
     weights = folder / "model.safetensors"
@@ -78,7 +79,7 @@ def resolve_model(model_dir: Path | None, cache_dir: Path, *, head: str = "mean_
         )
     from services.embedder.onnx_export import build_bert_onnx
 
-    target = cache_dir / f"{model_id.replace('/', '--')}-{head}-{_fingerprint(weights)}" / "model.onnx"
+    target = cache_dir / f"{model_id.replace('/', '--')}-{head}-{fingerprint(weights)}" / "model.onnx"
     if not target.exists():
         log.info("building %s from %s (one time)", target, weights)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -90,61 +91,50 @@ def resolve_model(model_dir: Path | None, cache_dir: Path, *, head: str = "mean_
 
 
 def load_tokenizer(path: Path, max_tokens: int) -> Tokenizer:
-    """Truncate to the model's limit and pad to the longest text of each batch, never to a fixed
-    length (the shipped tokenizer.json pads to 128: slow for short texts, drift for long ones)."""
+    """Truncating to the model's limit, never padding: the batcher pads each batch to its own
+    longest text (the shipped tokenizer.json pads to 128: slow for short texts, drift for long)."""
     tokenizer = Tokenizer.from_file(str(path))
     tokenizer.no_padding()
     tokenizer.no_truncation()
     tokenizer.enable_truncation(max_length=max_tokens)
-    pad_id = tokenizer.token_to_id("[PAD]")
-    tokenizer.enable_padding(pad_id=0 if pad_id is None else pad_id, pad_token="[PAD]")
     return tokenizer
 
 
-def load_session(path: Path, threads: int) -> ort.InferenceSession:
+def load_counter(path: Path) -> Tokenizer:
+    """The same tokenizer without truncation, for honest token counts (context budgets)."""
+    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
+
+
+def count_without_specials(counter: Tokenizer, texts: list[str]) -> list[int]:
+    return [len(e.ids) - sum(e.special_tokens_mask) for e in counter.encode_batch(texts)]
+
+
+def available_cores() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def load_session(path: Path, *, intra_op_threads: int = 0, inter_op_threads: int = 0) -> ort.InferenceSession:
+    """A CPU session; 0 threads means the cores available to the process (cgroup/affinity aware)."""
     options = ort.SessionOptions()
-    cores = threads or len(os.sched_getaffinity(0))
-    options.intra_op_num_threads = cores
-    options.inter_op_num_threads = 1
+    options.intra_op_num_threads = intra_op_threads or available_cores()
+    options.inter_op_num_threads = inter_op_threads or available_cores()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # Worker threads that spin between ops burn the core the event loop needs to receive the next
+    # requests; on a small machine that costs more than the wake-up latency spinning saves.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
     return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
 
 
-class SentenceEncoder:
-    """Tokenizer + ONNX session for a mean-pooled, L2-normalised sentence embedding model."""
-
-    pooling = "mean"
-
-    def __init__(self, files: ModelFiles, *, max_tokens: int, threads: int) -> None:
-        self.model_id = files.model_id
-        self.max_tokens = max_tokens
-        self.tokenizer = load_tokenizer(files.tokenizer_path, max_tokens)
-        # A second tokenizer without truncation, for honest token counts.
-        self.counter = Tokenizer.from_file(str(files.tokenizer_path))
-        self.counter.no_padding()
-        self.counter.no_truncation()
-        self.session = load_session(files.onnx_path, threads)
-        self._input_names = {i.name for i in self.session.get_inputs()}
-        self.dimension = int(self.encode([""])[0].shape[1])
-
-    def encode(self, texts: list[str]) -> tuple[np.ndarray, list[int], list[bool]]:
-        """Vectors (float32, one row per text), tokens used, and whether each was truncated."""
-        if not texts:
-            return np.zeros((0, getattr(self, "dimension", 0)), dtype=np.float32), [], []
-        encodings = self.tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        feeds = {"input_ids": ids, "attention_mask": mask}
-        if "token_type_ids" in self._input_names:
-            feeds["token_type_ids"] = np.zeros_like(ids)
-        (vectors,) = self.session.run(["embeddings"], feeds)
-        used = [int(m.sum()) for m in mask]
-        truncated = [bool(e.overflowing) for e in encodings]
-        return vectors.astype(np.float32, copy=False), used, truncated
-
-    def count_tokens(self, texts: list[str]) -> list[int]:
-        return [len(e.ids) - self._special_count(e) for e in self.counter.encode_batch(texts)]
-
-    @staticmethod
-    def _special_count(encoding: object) -> int:
-        return sum(getattr(encoding, "special_tokens_mask", []))
+def pad_batch(rows: list[Sequence[int]], pad_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Token id rows -> (ids, attention_mask), int64 [batch, longest row]."""
+    lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+    width = int(lengths.max()) if len(rows) else 0
+    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = row
+    mask = (np.arange(width)[None, :] < lengths[:, None]).astype(np.int64)
+    return ids, mask

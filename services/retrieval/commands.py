@@ -1,9 +1,45 @@
-"""`hypermnesia` subcommands of the retrieval area (registered by hypermnesia.cli)."""
+"""`hypermnesia` subcommands of the retrieval area: `eval` and `bench search`."""
 
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
+
+FUSIONS = ("weighted", "boost", "rrf")
+
+
+def _default_data_dir() -> Path:
+    return Path.cwd().parent / "shared" / "data"
+
+
+def cmd_eval(args: argparse.Namespace) -> None:
+    from hypermnesia.cli import configure_logging, load_settings, run_async
+    from hypermnesia.settings import CommonSettings
+    from services.retrieval.evaluation.run import evaluate, format_table
+
+    settings = load_settings(CommonSettings)
+    configure_logging("WARNING")
+    fusions = list(FUSIONS) if args.fusion == "all" else [args.fusion]
+    results = run_async(
+        lambda: evaluate(args.dataset, fusions, Path(args.data_dir), settings.database_url,
+                         concurrency=args.concurrency)
+    )
+    if results is None:
+        raise SystemExit(1)
+    if args.json:
+        print(json.dumps([r.__dict__ | {"queries_per_second": r.queries_per_second} for r in results], indent=2))
+    else:
+        print(f"{args.dataset}: {results[0].questions} questions, k={100 if args.dataset == 'scifact' else 10}")
+        print(format_table(args.dataset, results))
 
 
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
-    """Add this area's subcommands to `sub` and its benchmarks to `bench` (`hypermnesia bench NAME`)."""
+    ev = sub.add_parser("eval", help="retrieval quality on LoCoMo or SciFact through the real service path")
+    ev.add_argument("--dataset", choices=("locomo", "scifact"), required=True)
+    ev.add_argument("--fusion", choices=(*FUSIONS, "all"), default="all")
+    ev.add_argument("--data-dir", default=str(_default_data_dir()),
+                    help="folder holding locomo/ and scifact/ (default: ../shared/data)")
+    ev.add_argument("--concurrency", type=int, default=8)
+    ev.add_argument("--json", action="store_true")
+    ev.set_defaults(func=cmd_eval)

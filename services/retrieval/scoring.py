@@ -1,76 +1,119 @@
-"""Fusion of the dense and lexical legs, the recency/importance blend, and the two gates.
+"""Fusion of the dense and lexical legs, conversation context, the recency/importance blend, the
+two gates and the diversity penalty.
 
-Fusion modes:
-- `boost` (seed 001): relevance = cosine + a bounded bonus for a lexical match that decays with
-  lexical rank, so exact tokens surface without wording overruling meaning.
-- `rrf` (seed 000): relevance = sum of 1/(60 + rank) over the legs a candidate appears in.
-- `weighted` (seed 002): w_sem * cosine + w_kw * normalised lexical score.
-Scores then add recency (per decay class half-life) and importance as small tie-breakers.
+Fusion modes (per request or HM_FUSION):
+- `weighted` (seed 002's blend): 0.6 * cosine + 0.4 * BM25 / max BM25 of the candidates.
+- `boost` (seed 001): cosine + a bounded bonus for a lexical match that decays with lexical rank.
+- `rrf` (seed 000): sum over the legs of 1 / (60 + rank).
+Context: a conversation turn is read with its neighbours, so a turn whose neighbour answers the
+query, or whose thread is about it, rises (a memory with no thread is its own context).
 """
 
 from __future__ import annotations
 
 import math
+import re
+import uuid
+from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from hypermnesia.kinds import HALF_LIFE_DAYS
 
 RRF_K = 60.0
 IMPORTANCE_SCALE = 10.0
+WEIGHTED_DENSE_SHARE = 0.6
+DUPLICATE_JACCARD = 0.8
+DUPLICATE_PENALTY = 0.5
+_WORDS = re.compile(r"\w+")
 
 
 @dataclass
 class Candidate:
-    row: object
+    row: Any
     similarity: float  # cosine, 0-1 (0 when the embedder was unavailable)
-    lex_score: float | None  # ts_rank_cd when the lexical leg matched
+    bm25: float  # 0 when the memory shares no query term
+    all_terms: bool  # the memory contains every (stemmed) query word: bypasses the gates
+    prev_id: uuid.UUID | None = None
+    next_id: uuid.UUID | None = None
     dense_rank: int | None = None
     lex_rank: int | None = None
     relevance: float = 0.0
+    context: float = 0.0
     score: float = 0.0
     extras: dict = field(default_factory=dict)
 
     @property
+    def id(self) -> uuid.UUID:
+        return self.row["id"]
+
+    @property
     def lexical_match(self) -> bool:
-        return self.lex_score is not None
+        return self.all_terms
 
 
 @dataclass(frozen=True)
 class Weights:
-    similarity: float
+    relevance: float
     recency: float
     importance: float
     lexical_boost: float
     rank_decay_k: float
+    neighbour: float
+    thread: float
 
 
-def assign_ranks(candidates: list[Candidate]) -> None:
-    dense = sorted((c for c in candidates if c.dense_rank is not None), key=lambda c: -c.similarity)
-    for rank, c in enumerate(dense):
-        c.dense_rank = rank
-    lexical = sorted((c for c in candidates if c.lex_score is not None), key=lambda c: -(c.lex_score or 0))
-    for rank, c in enumerate(lexical):
+def assign_ranks(candidates: list[Candidate], have_vectors: bool) -> None:
+    if have_vectors:
+        for rank, c in enumerate(sorted(candidates, key=lambda c: -c.similarity)):
+            c.dense_rank = rank
+    for rank, c in enumerate(sorted((c for c in candidates if c.bm25 > 0), key=lambda c: -c.bm25)):
         c.lex_rank = rank
 
 
-def fuse(candidates: list[Candidate], mode: str, w: Weights) -> None:
+def fuse(candidates: list[Candidate], mode: str, w: Weights, have_vectors: bool) -> None:
     """Set each candidate's relevance according to the fusion mode."""
-    assign_ranks(candidates)
+    assign_ranks(candidates, have_vectors)
     if mode == "rrf":
         for c in candidates:
             c.relevance = sum(1.0 / (RRF_K + r + 1) for r in (c.dense_rank, c.lex_rank) if r is not None)
-        return
-    if mode == "weighted":
-        top = max((c.lex_score or 0.0 for c in candidates), default=0.0) or 1.0
+    elif mode == "weighted":
+        top = max((c.bm25 for c in candidates), default=0.0) or 1.0
+        share = WEIGHTED_DENSE_SHARE if have_vectors else 0.0
         for c in candidates:
-            c.relevance = 0.7 * c.similarity + 0.3 * ((c.lex_score or 0.0) / top)
-        return
-    for c in candidates:  # boost
-        bonus = 0.0
-        if c.lex_rank is not None:
-            bonus = w.lexical_boost * w.rank_decay_k / (w.rank_decay_k + c.lex_rank)
-        c.relevance = c.similarity + bonus
+            c.relevance = share * c.similarity + (1 - share) * c.bm25 / top
+    else:  # boost
+        for c in candidates:
+            bonus = 0.0
+            if c.lex_rank is not None:
+                bonus = w.lexical_boost * w.rank_decay_k / (w.rank_decay_k + c.lex_rank)
+            c.relevance = c.similarity + bonus
+
+
+def add_context(candidates: list[Candidate], w: Weights) -> None:
+    """context = (relevance + w_n * best neighbour + w_t * best of thread) / (1 + w_n + w_t).
+
+    Neighbours outside the candidate pool count as irrelevant. Dividing by the weights keeps a
+    memory without a thread (its own neighbour and thread) at exactly its relevance."""
+    by_id = {c.id: c for c in candidates}
+    thread_best: dict[tuple[str, str], float] = defaultdict(float)
+    for c in candidates:
+        thread = c.row["thread_id"]
+        if thread:
+            key = (c.row["scope"], thread)
+            thread_best[key] = max(thread_best[key], c.relevance)
+    norm = 1.0 + w.neighbour + w.thread
+    for c in candidates:
+        thread = c.row["thread_id"]
+        if not thread:
+            c.context = c.relevance
+            continue
+        neighbours = [by_id[n].relevance for n in (c.prev_id, c.next_id) if n in by_id]
+        best_neighbour = max(neighbours, default=0.0)
+        c.context = (
+            c.relevance + w.neighbour * best_neighbour + w.thread * thread_best[(c.row["scope"], thread)]
+        ) / norm
 
 
 def recency(decay_class: str, last_accessed: datetime, now: datetime) -> float:
@@ -86,19 +129,41 @@ def blend(candidates: list[Candidate], w: Weights, now: datetime | None = None) 
     for c in candidates:
         row = c.row
         c.score = (
-            w.similarity * c.relevance
-            + w.recency * recency(row["decay_class"], row["last_accessed_at"], now)  # type: ignore[index]
-            + w.importance * float(row["importance"]) / IMPORTANCE_SCALE  # type: ignore[index]
+            w.relevance * c.context
+            + w.recency * recency(row["decay_class"], row["last_accessed_at"], now)
+            + w.importance * float(row["importance"]) / IMPORTANCE_SCALE
         )
 
 
 def apply_gates(candidates: list[Candidate], min_similarity: float, relative_cutoff: float) -> list[Candidate]:
-    """Seed 001's gates. The absolute floor drops hits whose cosine is below `min_similarity`;
-    the relative cutoff drops hits more than `relative_cutoff` below the best similarity. Lexical
-    hits bypass both. When results are flat (no hit stands out by the cutoff) nothing is cut by
-    the relative gate: it narrows a good answer's neighbourhood rather than inventing one."""
+    """Seed 001's gates. The absolute floor drops hits whose cosine is below `min_similarity`; the
+    relative cutoff drops hits more than `relative_cutoff` below the best similarity. Hits that
+    contain every query word bypass both. Flat results (nothing stands out by the cutoff) are not
+    cut: the gate narrows a good answer's neighbourhood rather than inventing one."""
     kept = [c for c in candidates if c.lexical_match or c.similarity >= min_similarity]
     if relative_cutoff <= 0 or not kept:
         return kept
     best = max(c.similarity for c in kept)
     return [c for c in kept if c.lexical_match or c.similarity >= best - relative_cutoff]
+
+
+def _word_set(text: str) -> frozenset[str]:
+    return frozenset(_WORDS.findall(text.lower()))
+
+
+def penalise_duplicates(ranked: list[Candidate], window: int) -> list[Candidate]:
+    """Push a hit down when its words overlap a better hit's by more than DUPLICATE_JACCARD, so
+    near-identical memories do not crowd the top k (seed 002's diversity penalty)."""
+    head = ranked[:window]
+    seen: list[frozenset[str]] = []
+    for c in head:
+        words = _word_set(c.row["content"])
+        for other in seen:
+            union = len(words | other)
+            if union and len(words & other) / union > DUPLICATE_JACCARD:
+                c.score *= DUPLICATE_PENALTY
+                c.extras["duplicate"] = True
+                break
+        seen.append(words)
+    head.sort(key=lambda c: c.score, reverse=True)
+    return head + ranked[window:]

@@ -1,5 +1,6 @@
-"""The search pipeline: prefilter + candidates -> fusion -> blend -> gates -> top k, with the
-query embedding under a short deadline (lexical-only and `degraded` when it misses it)."""
+"""The search pipeline: prefilter + candidates -> fusion -> context -> blend -> gates ->
+diversity -> top k, with the query embedding under a short deadline (lexical-only and
+`degraded` when the embedder misses it)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import asyncpg
 
@@ -18,12 +20,21 @@ from hypermnesia.errors import InvalidArgument, Unavailable
 from hypermnesia.scopes import require
 from hypermnesia.settings import RetrievalSettings
 from services.retrieval import metrics, repo
-from services.retrieval.lexical import or_query, query_terms
-from services.retrieval.scoring import Candidate, Weights, apply_gates, blend, fuse
+from services.retrieval.filters import Prefilter
+from services.retrieval.scoring import (
+    Candidate,
+    Weights,
+    add_context,
+    apply_gates,
+    blend,
+    fuse,
+    penalise_duplicates,
+)
 
 log = logging.getLogger(__name__)
 
 FUSIONS = ("rrf", "boost", "weighted")
+MODES = ("answer", "manager")
 EMBEDDER_UNAVAILABLE = "embedder_unavailable"
 
 
@@ -33,18 +44,30 @@ class SearchInput:
     grants: tuple[str, ...]
     query: str
     scopes: list[str]
-    tags: list[str]
     k: int
+    tags: list[str] = field(default_factory=list)
     min_similarity: float | None = None
     relative_cutoff: float | None = None
     fusion: str = ""
+    kinds: list[str] = field(default_factory=list)
+    types: list[str] = field(default_factory=list)
+    repo: str = ""
+    since: datetime | None = None
+    until: datetime | None = None
+    as_of: datetime | None = None
+    mode: str = ""
+    include_archived: bool = False
 
 
 @dataclass
 class SearchOutput:
     hits: list[Candidate]
-    degraded: list[str] = field(default_factory=list)
+    degraded: list[str]
+    fusion: str
     candidates: int = 0
+    dense_candidates: int = 0
+    lexical_candidates: int = 0
+    stages: dict[str, float] = field(default_factory=dict)
 
 
 class Searcher:
@@ -52,16 +75,26 @@ class Searcher:
         self.pool = pool
         self.embedder = embedder
         self.settings = settings
-        self.weights = Weights(
-            similarity=settings.score_weight_similarity,
-            recency=settings.score_weight_recency,
-            importance=settings.score_weight_importance,
+        common = dict(
             lexical_boost=settings.hybrid_lexical_boost,
             rank_decay_k=settings.hybrid_rank_decay_k,
+            neighbour=settings.context_neighbour_weight,
+            thread=settings.context_thread_weight,
         )
+        self.weights = {
+            "answer": Weights(
+                relevance=settings.score_weight_similarity,
+                recency=settings.score_weight_recency,
+                importance=settings.score_weight_importance,
+                **common,
+            ),
+            # Manager mode reconstructs "what is going on": recency and importance weigh more
+            # (seed 002's manager profile, on the signals this store has).
+            "manager": Weights(relevance=0.5, recency=0.3, importance=0.2, **common),
+        }
         self._background: set[asyncio.Task] = set()
 
-    def _validate(self, q: SearchInput) -> str:
+    def _validate(self, q: SearchInput) -> tuple[str, str]:
         validation.check_query(q.query)
         validation.check_k(q.k, self.settings.search_max_k)
         if not q.scopes:
@@ -69,86 +102,113 @@ class Searcher:
         for scope in q.scopes:
             validation.check_scope(scope)
         validation.check_tags(q.tags)
+        for kind in q.kinds:
+            validation.check_kind(kind)
         require(q.grants, q.scopes)
         fusion = q.fusion or self.settings.fusion
         if fusion not in FUSIONS:
             raise InvalidArgument(f"fusion {fusion!r} is unknown; use one of {', '.join(FUSIONS)}")
+        mode = q.mode or "answer"
+        if mode not in MODES:
+            raise InvalidArgument(f"mode {mode!r} is unknown; use answer or manager")
         for name, value in (("min_similarity", q.min_similarity), ("relative_cutoff", q.relative_cutoff)):
             if value is not None and not 0.0 <= value <= 1.0:
                 raise InvalidArgument(f"{name} must be between 0 and 1")
-        return fusion
+        if q.since and q.until and q.since >= q.until:
+            raise InvalidArgument("since must be earlier than until")
+        return fusion, mode
 
-    async def search(self, q: SearchInput) -> SearchOutput:
-        fusion = self._validate(q)
-        started = time.perf_counter()
-        stages: dict[str, float] = {}
-        degraded: list[str] = []
-        cq = repo.CandidateQuery(
-            scopes=q.scopes,
-            tags=q.tags,
-            limit=max(self.settings.search_candidates, q.k),
-            tsquery=or_query(query_terms(q.query)) if self.settings.hybrid_search else "",
-        )
-        vector = None
+    async def _embed_query(self, query: str, degraded: list[str]):  # type: ignore[no-untyped-def]
         try:
-            (vector,) = await self.embedder.embed([q.query], QUERY, self.settings.embed_timeout_ms / 1000)
+            (vector,) = await self.embedder.embed([query], QUERY, self.settings.embed_timeout_ms / 1000)
+            return vector
         except Unavailable as exc:
             log.warning("searching lexical-only: %s", exc.message)
             degraded.append(EMBEDDER_UNAVAILABLE)
             metrics.DEGRADED.inc()
+            return None
+
+    async def search(self, q: SearchInput) -> SearchOutput:
+        fusion, mode = self._validate(q)
+        weights = self.weights[mode]
+        started = time.perf_counter()
+        stages: dict[str, float] = {}
+        degraded: list[str] = []
+        vector = await self._embed_query(q.query, degraded)
         stages["embed_ms"] = (time.perf_counter() - started) * 1000
         t = time.perf_counter()
-        if vector is not None:
-            rows = await repo.hybrid_candidates(self.pool, vector, cq, ef_search=max(40, 2 * cq.limit))
-        else:
-            rows = await repo.lexical_candidates(self.pool, cq)
+        cq = repo.CandidateQuery(
+            query=q.query if self.settings.hybrid_search or vector is None else "",
+            prefilter=Prefilter(
+                scopes=q.scopes, tags=q.tags, kinds=q.kinds, types=q.types, repo=q.repo,
+                since=q.since, until=q.until, as_of=q.as_of, include_archived=q.include_archived,
+            ),
+            depth=max(self.settings.search_candidates, q.k),
+            expansion=self.settings.search_context_expansion,
+            k1=self.settings.bm25_k1,
+            b=self.settings.bm25_b,
+        )
+        rows = await repo.candidates(self.pool, cq, vector, ef_search=max(self.settings.hnsw_ef_search, cq.depth))
         stages["candidates_ms"] = (time.perf_counter() - t) * 1000
+        t = time.perf_counter()
         candidates = [
             Candidate(
                 row=r,
                 similarity=max(0.0, float(r["similarity"])) if r["similarity"] is not None else 0.0,
-                lex_score=float(r["lex_score"]) if r["lex_score"] is not None else None,
-                dense_rank=0 if r["in_dense"] else None,
+                bm25=float(r["bm25"] or 0.0),
+                all_terms=bool(r["all_terms"]),
+                prev_id=r["prev_id"],
+                next_id=r["next_id"],
             )
             for r in rows
         ]
-        fuse(candidates, fusion, self.weights)
-        blend(candidates, self.weights)
+        have_vectors = vector is not None
+        fuse(candidates, fusion, weights, have_vectors)
+        add_context(candidates, weights)
+        blend(candidates, weights)
         floor = self.settings.search_min_similarity if q.min_similarity is None else q.min_similarity
         cutoff = self.settings.search_relative_cutoff if q.relative_cutoff is None else q.relative_cutoff
-        if vector is None:
+        if not have_vectors:
             floor = cutoff = 0.0  # with no cosine there is nothing to gate on
         kept = apply_gates(candidates, floor, cutoff)
         kept.sort(key=lambda c: c.score, reverse=True)
+        kept = penalise_duplicates(kept, window=q.k * 2)
         hits = kept[: q.k]
-        total_ms = (time.perf_counter() - started) * 1000
-        stages["total_ms"] = total_ms
-        metrics.SEARCH_SECONDS.observe(total_ms / 1000)
-        self._after_search(q, hits, len(candidates), stages, degraded)
-        return SearchOutput(hits=hits, degraded=degraded, candidates=len(candidates))
+        stages["score_ms"] = (time.perf_counter() - t) * 1000
+        stages["total_ms"] = (time.perf_counter() - started) * 1000
+        metrics.SEARCH_SECONDS.observe(stages["total_ms"] / 1000)
+        out = SearchOutput(
+            hits=hits,
+            degraded=degraded,
+            fusion=fusion,
+            candidates=len(candidates),
+            dense_candidates=int(rows[0]["dense_count"]) if rows else 0,
+            lexical_candidates=int(rows[0]["lexical_count"]) if rows else 0,
+            stages=stages,
+        )
+        self._after_search(q, out)
+        return out
 
-    def _after_search(
-        self, q: SearchInput, hits: list[Candidate], candidates: int, stages: dict, degraded: list[str]
-    ) -> None:
+    def _after_search(self, q: SearchInput, out: SearchOutput) -> None:
         """Access bumps and the search_log row, off the hot path."""
-        ids = [uuid.UUID(str(c.row["id"])) for c in hits]  # type: ignore[index]
+        ids = [uuid.UUID(str(c.id)) for c in out.hits]
         entry = {
             "principal": q.principal,
             "scopes": q.scopes,
             "query": q.query,
             "k": q.k,
-            "candidates": candidates,
-            "hits": len(hits),
-            "top_score": hits[0].score if hits else None,
-            "top_similarity": hits[0].similarity if hits else None,
-            "latency_ms": stages["total_ms"],
-            "stage_ms": json.dumps(stages),
-            "degraded": degraded,
+            "candidates": out.candidates,
+            "hits": len(out.hits),
+            "top_score": out.hits[0].score if out.hits else None,
+            "top_similarity": out.hits[0].similarity if out.hits else None,
+            "latency_ms": out.stages["total_ms"],
+            "stage_ms": json.dumps(out.stages),
+            "degraded": out.degraded,
         }
 
         async def work() -> None:
             try:
-                if ids:
+                if ids and q.as_of is None and self.settings.search_bump_access:
                     await repo.bump_access(self.pool, ids)
                 if self.settings.search_log_enabled:
                     await repo.log_search(self.pool, entry)

@@ -12,6 +12,7 @@ from hypermnesia.bootstrap import connect_embedder, open_store
 from hypermnesia.grpc_server import create_server, mark_serving, run_until_signalled, start_metrics_server
 from hypermnesia.settings import RetrievalSettings
 from hypermnesia.v1 import retrieval_pb2, retrieval_pb2_grpc
+from services.retrieval import structure
 from services.retrieval.search import Searcher
 from services.retrieval.servicer import RetrievalServicer
 
@@ -27,7 +28,10 @@ async def running(settings: RetrievalSettings) -> AsyncIterator[tuple[grpc.aio.S
     embedder = await connect_embedder(settings, store.pool)
     searcher = Searcher(store.pool, embedder, settings)
     server, port, health = create_server(
-        [(retrieval_pb2_grpc.add_RetrievalServicer_to_server, RetrievalServicer(searcher), SERVICE_NAME)],
+        [
+            (retrieval_pb2_grpc.add_RetrievalServicer_to_server, RetrievalServicer(searcher), SERVICE_NAME),
+            structure.registration(store.pool),
+        ],
         settings.host,
         settings.retrieval_port,
     )

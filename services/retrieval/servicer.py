@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
+from typing import Any
 
 import grpc
 
@@ -12,6 +14,12 @@ from hypermnesia.scopes import permits
 from hypermnesia.v1 import common_pb2, retrieval_pb2, retrieval_pb2_grpc
 from services.retrieval import repo
 from services.retrieval.search import Searcher, SearchInput
+
+
+def _time(request: Any, name: str) -> datetime | None:
+    if not request.HasField(name):
+        return None
+    return getattr(request, name).ToDatetime(tzinfo=UTC)
 
 
 def parse_id(value: str) -> uuid.UUID:
@@ -39,6 +47,14 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
                 min_similarity=request.min_similarity if request.HasField("min_similarity") else None,
                 relative_cutoff=request.relative_cutoff if request.HasField("relative_cutoff") else None,
                 fusion=request.fusion,
+                kinds=list(request.kinds),
+                types=list(request.types),
+                repo=request.repo,
+                since=_time(request, "since"),
+                until=_time(request, "until"),
+                as_of=_time(request, "as_of"),
+                mode=request.mode,
+                include_archived=request.include_archived,
             )
         )
         return retrieval_pb2.SearchResponse(
@@ -52,6 +68,15 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
                 for c in out.hits
             ],
             degraded=out.degraded,
+            stats=retrieval_pb2.SearchStats(
+                candidates=out.candidates,
+                dense_candidates=out.dense_candidates,
+                lexical_candidates=out.lexical_candidates,
+                embed_ms=out.stages.get("embed_ms", 0.0),
+                candidates_ms=out.stages.get("candidates_ms", 0.0),
+                total_ms=out.stages.get("total_ms", 0.0),
+                fusion=out.fusion,
+            ),
         )
 
     async def Get(self, request: retrieval_pb2.GetRequest, context: grpc.aio.ServicerContext) -> common_pb2.Memory:

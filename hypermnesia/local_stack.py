@@ -1,0 +1,137 @@
+"""An ephemeral stack inside one process — real gRPC servers on loopback ports, optionally the
+gateway on a loopback HTTP port — over a fresh database. Used by `hypermnesia eval`, the
+benchmarks and the tests, so they all exercise the real service path the same way."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+
+from hypermnesia.settings import CurationSettings, EmbedderSettings, GatewaySettings, RetrievalSettings
+
+
+@dataclass
+class LocalStack:
+    database_url: str
+    embedder_address: str
+    retrieval_address: str
+    curation_address: str
+    base_url: str | None
+    searcher: Any
+    writer: Any
+
+
+def with_database(server_url: str, name: str) -> str:
+    parts = urlsplit(server_url)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
+
+
+async def create_database(server_url: str, prefix: str = "hm_tmp") -> str:
+    """A new, empty database on the server of server_url; returns its URL."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    conn = await asyncpg.connect(server_url)
+    try:
+        await conn.execute(f"CREATE DATABASE {name}")
+    finally:
+        await conn.close()
+    return with_database(server_url, name)
+
+
+async def drop_database(database_url: str) -> None:
+    name = urlsplit(database_url).path.lstrip("/")
+    conn = await asyncpg.connect(with_database(database_url, "postgres"))
+    try:
+        await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    finally:
+        await conn.close()
+
+
+def _pick(cls: type, values: dict[str, Any]) -> Any:
+    fields = cls.model_fields  # type: ignore[attr-defined]
+    return cls(**{k: v for k, v in values.items() if k in fields})
+
+
+@asynccontextmanager
+async def embedder_server(data_dir: Path, **overrides: Any) -> AsyncIterator[str]:
+    from services.embedder.server import running
+
+    settings = _pick(EmbedderSettings, {"data_dir": data_dir, "embedder_port": 0, **overrides})
+    async with running(settings) as (_server, port, _engine):
+        yield f"127.0.0.1:{port}"
+
+
+@asynccontextmanager
+async def local_stack(
+    database_url: str,
+    embedder_address: str,
+    data_dir: Path,
+    *,
+    gateway: bool = False,
+    **overrides: Any,
+) -> AsyncIterator[LocalStack]:
+    """Curation + retrieval (+ gateway) over database_url. `overrides` are settings by field name."""
+    from services.curation.server import running as curation_running
+    from services.retrieval.server import running as retrieval_running
+
+    common = {"database_url": database_url, "data_dir": data_dir, "embedder_address": embedder_address}
+    async with AsyncExitStack() as stack:
+        _c, c_port, writer = await stack.enter_async_context(
+            curation_running(_pick(CurationSettings, {**common, "curation_port": 0, **overrides}))
+        )
+        _r, r_port, searcher = await stack.enter_async_context(
+            retrieval_running(_pick(RetrievalSettings, {**common, "retrieval_port": 0, **overrides}))
+        )
+        base_url = None
+        if gateway:
+            gateway_settings = _pick(
+                GatewaySettings,
+                {
+                    **common,
+                    "retrieval_address": f"127.0.0.1:{r_port}",
+                    "curation_address": f"127.0.0.1:{c_port}",
+                    **overrides,
+                },
+            )
+            base_url = await stack.enter_async_context(_gateway(gateway_settings))
+        yield LocalStack(
+            database_url=database_url,
+            embedder_address=embedder_address,
+            retrieval_address=f"127.0.0.1:{r_port}",
+            curation_address=f"127.0.0.1:{c_port}",
+            base_url=base_url,
+            searcher=searcher,
+            writer=writer,
+        )
+
+
+@asynccontextmanager
+async def _gateway(settings: GatewaySettings) -> AsyncIterator[str]:
+    import uvicorn
+
+    from gateway.app import create_app
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning", lifespan="on"))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            if task.done():
+                task.result()
+                raise RuntimeError("the gateway stopped during start-up")
+            await asyncio.sleep(0.02)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()

@@ -1,0 +1,298 @@
+"""The admin CLI's work (seed 001): verify, purge, export, import, reindex, rebuild.
+
+These run on the server host with direct database access and the same HM_* settings as the stack
+(with no HM_DATABASE_URL, the embedded Postgres of HM_DATA_DIR, running or not). Re-embedding
+loads the encoder in-process, so none of them needs the embedder service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import IO, Any
+
+import asyncpg
+import numpy as np
+
+from hypermnesia import db, validation
+from hypermnesia.errors import InvalidArgument, NotFound, StartupError
+from hypermnesia.settings import CurationSettings, EmbedderSettings
+from services.curation import entities, memory_fields, payloads, rawlog, repo
+from services.curation.embedding import embedding_text
+
+log = logging.getLogger(__name__)
+
+EMBED_BATCH = 64
+# Vector tables and the SQL expression of the text each row is embedded as.
+REINDEX_TEXT = {"memories": "CASE WHEN description = '' THEN content ELSE description || E'\\n' || content END"}
+
+
+def admin_principal() -> str:
+    try:
+        return f"admin:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return "admin"
+
+
+@asynccontextmanager
+async def open_pool(settings: CurationSettings) -> AsyncIterator[asyncpg.Pool]:
+    url, embedded = db.resolve_database_url(settings.database_url, settings.data_dir)
+    pool = await db.connect_pool(url, max_size=4)
+    try:
+        await db.migrate(pool)
+        yield pool
+    finally:
+        await pool.close()
+        log.debug("closed the store (embedded server: %s)", embedded is not None)
+
+
+class LocalEncoder:
+    """The configured model, run in this process (HM_EMBEDDING_MODEL_DIR, else the default), through
+    the embedder's own engine so vectors are exactly what the embedder service would return."""
+
+    def __init__(self, settings: EmbedderSettings) -> None:
+        from services.embedder.server import build_engine
+
+        self.engine: Any = build_engine(settings)
+        if hasattr(self.engine, "start"):
+            self.engine.start()
+        info = getattr(self.engine, "info", None) or self.engine.encoder
+        self.model_id: str = info.model_id
+        self.dimension: int = int(info.dimension)
+
+    async def embed(self, texts: list[str], on_batch: Callable[[int], None] | None = None) -> np.ndarray:
+        parts = []
+        for start in range(0, len(texts), EMBED_BATCH):
+            chunk = texts[start : start + EMBED_BATCH]
+            result = await self.engine.embed(chunk)
+            parts.append(result.vectors if hasattr(result, "vectors") else result[0])
+            if on_batch is not None:
+                on_batch(len(chunk))
+        return np.concatenate(parts) if parts else np.zeros((0, self.dimension), dtype=np.float32)
+
+    async def count_tokens(self, texts: list[str]) -> list[int]:
+        return list(await self.engine.count_tokens(texts))
+
+    async def close(self) -> None:
+        closing = self.engine.close()
+        if asyncio.iscoroutine(closing):
+            await closing
+
+
+async def require_pin(pool: asyncpg.Pool, encoder: LocalEncoder) -> None:
+    """Vectors written now must be comparable with the stored ones."""
+    pin = await db.read_pin(pool)
+    if pin is None:
+        await db.ensure_embedding_pin(pool, encoder.model_id, encoder.dimension)
+    elif pin != (encoder.model_id, encoder.dimension):
+        raise StartupError(
+            f"the store is pinned to {pin[0]} ({pin[1]} dims) but HM_EMBEDDING_MODEL_DIR gives "
+            f"{encoder.model_id} ({encoder.dimension} dims); run `hypermnesia reindex` first or point it back"
+        )
+
+
+# ---- verify / purge -------------------------------------------------------------------------
+
+
+async def verify(pool: asyncpg.Pool, progress: Any = None) -> rawlog.VerifyResult:
+    async with pool.acquire() as conn:
+        return await rawlog.verify(conn, progress=progress)
+
+
+async def purge(pool: asyncpg.Pool, memory_id_text: str, principal: str) -> int:
+    """GDPR erasure: remove the memory and the text of every record about it; the chain still
+    verifies (it covers content hashes, not texts). Audited by a purge record. Returns the number
+    of records whose text was removed."""
+    try:
+        memory_id = uuid.UUID(memory_id_text)
+    except ValueError as exc:
+        raise InvalidArgument(f"{memory_id_text!r} is not a memory id (a UUID)") from exc
+    async with pool.acquire() as conn, conn.transaction():
+        await rawlog.lock_head(conn)
+        row = await repo.lock_memory(conn, memory_id)
+        record_ids = [r["id"] for r in await conn.fetch(
+            "SELECT id FROM records WHERE (target_id = $1 OR id = $1) AND operation <> 'purge'", memory_id)]
+        if row is None and not record_ids:
+            raise NotFound(f"no memory or record {memory_id_text}")
+        scope = row["scope"] if row is not None else await conn.fetchval(
+            "SELECT scope FROM records WHERE id = ANY($1) LIMIT 1", record_ids)
+        removed = await conn.fetch(
+            "DELETE FROM record_texts WHERE record_id = ANY($1) RETURNING record_id", record_ids)
+        reclose = None
+        if row is not None and row["supersedes"] is not None:
+            predecessor = await repo.fetch_full(conn, row["supersedes"])
+            if predecessor is not None and predecessor["superseded_by"] == memory_id:
+                reclose = {"id": str(predecessor["id"]), "valid_to": memory_fields.iso(predecessor["valid_to"])}
+        if row is not None:
+            await repo.delete_memory(conn, memory_id)
+        now = datetime.now(UTC)
+        await rawlog.append(
+            conn, scope=scope, kind="memory", operation="purge", author=principal, target_id=memory_id,
+            payload=payloads.event("purge", memory_id, now, records=len(removed), reclose=reclose),
+        )
+    log.warning("purged %s: removed the text of %d records (audited as a purge record)", memory_id, len(removed))
+    return len(removed)
+
+
+# ---- export / import ------------------------------------------------------------------------
+
+
+async def export(pool: asyncpg.Pool, out: IO[str], scopes: list[str] | None, progress: Any = None) -> int:
+    """Every memory (archived and superseded included) as JSONL, without vectors."""
+    count = 0
+    where = " WHERE scope = ANY($1::text[])" if scopes else ""
+    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+        sql = f"SELECT {memory_fields.SELECT_LIST} FROM memories{where} ORDER BY created_at, id"
+        async for row in conn.cursor(sql, *([scopes] if scopes else []), prefetch=1000):
+            out.write(json.dumps(memory_fields.to_json(row), ensure_ascii=False, sort_keys=True) + "\n")
+            count += 1
+            if progress is not None:
+                progress.update(1)
+    return count
+
+
+@dataclass
+class ImportReport:
+    read: int = 0
+    imported: int = 0
+    skipped: int = 0
+    bad_lines: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (f"read {self.read} lines: imported {self.imported}, skipped {self.skipped} existing, "
+                f"{len(self.bad_lines)} malformed")
+
+
+_REQUIRED = ("id", "scope", "content", "owner_id", "kind", "created_at")
+
+
+def parse_line(number: int, line: str) -> dict[str, Any]:
+    """One dump line as curated columns; InvalidArgument names the line and what is wrong."""
+    try:
+        data = json.loads(line)
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        missing = [k for k in _REQUIRED if not data.get(k)]
+        if missing:
+            raise ValueError(f"missing {', '.join(missing)}")
+        fields = memory_fields.from_json(data)
+        validation.check_scope(fields["scope"])
+        validation.check_content(fields["content"])
+        validation.check_kind(fields["kind"])
+        for name in ("updated_at", "last_accessed_at", "valid_from"):
+            fields[name] = fields[name] or fields["created_at"]
+        fields["type"] = fields["type"] or "note"
+        fields["description"] = fields["description"] or ""
+        fields["importance"] = 1.0 if fields["importance"] is None else fields["importance"]
+        fields["decay_class"] = fields["decay_class"] or "slow"
+        if not isinstance(fields.get("metadata") or {}, dict):
+            raise ValueError("metadata is not an object")
+    except (ValueError, TypeError, InvalidArgument) as exc:
+        message = exc.message if isinstance(exc, InvalidArgument) else str(exc)
+        raise InvalidArgument(f"line {number}: {message}") from exc
+    return fields
+
+
+async def import_dump(
+    pool: asyncpg.Pool, encoder: LocalEncoder, lines: Iterable[str], principal: str,
+    progress: Any = None, batch: int = 500,
+) -> ImportReport:
+    """Restore a dump: re-embed, keep ids and timestamps, skip ids that exist (idempotent)."""
+    report = ImportReport()
+    pending: list[dict[str, Any]] = []
+
+    async def flush() -> None:
+        if not pending:
+            return
+        async with pool.acquire() as conn:
+            have = {r["id"] for r in await conn.fetch(
+                "SELECT id FROM memories WHERE id = ANY($1)", [f["id"] for f in pending])}
+        fresh = [f for f in pending if f["id"] not in have]
+        vectors = await encoder.embed([embedding_text(f["description"], f["content"]) for f in fresh])
+        async with pool.acquire() as conn, conn.transaction():
+            await rawlog.lock_head(conn)
+            have |= {r["id"] for r in await conn.fetch(
+                "SELECT id FROM memories WHERE id = ANY($1)", [f["id"] for f in fresh])}
+            keep = [(f, v) for f, v in zip(fresh, vectors, strict=True) if f["id"] not in have]
+            await repo.insert_memories(conn, [f for f, _ in keep], [v for _, v in keep])
+            await rawlog.append_many(conn, [
+                rawlog.Entry(scope=f["scope"], kind="memory", operation="import", author=principal,
+                             target_id=f["id"], source_ref=None, thread_id=f["thread_id"],
+                             payload=payloads.create(f))
+                for f, _ in keep
+            ])
+            await entities.link_many(conn, [(f["id"], f["scope"], f["description"], f["content"], f["created_at"])
+                                            for f, _ in keep])
+        report.imported += len(keep)
+        report.skipped += len(pending) - len(keep)
+        if progress is not None:
+            progress.update(len(pending))
+        pending.clear()
+
+    seen: set[uuid.UUID] = set()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        report.read += 1
+        try:
+            fields = parse_line(number, line)
+        except InvalidArgument as exc:
+            report.bad_lines.append(exc.message)
+            continue
+        if fields["id"] in seen:
+            report.skipped += 1
+            continue
+        seen.add(fields["id"])
+        pending.append(fields)
+        if len(pending) >= batch:
+            await flush()
+    await flush()
+    return report
+
+
+# ---- reindex --------------------------------------------------------------------------------
+
+
+async def reindex(pool: asyncpg.Pool, encoder: LocalEncoder, progress: Any = None) -> int:
+    """Re-embed every vector table with the configured model; swap each vector column + HNSW index
+    and the model pin in one transaction (a different dimension works). Writers wait meanwhile."""
+    unknown = [t for t in db.VECTOR_TABLES if t not in REINDEX_TEXT]
+    if unknown:
+        raise StartupError(f"reindex does not know how to embed rows of {', '.join(unknown)}")
+    total = 0
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("SELECT 1 FROM record_chain FOR UPDATE")  # no write lands mid-swap
+        for table in db.VECTOR_TABLES:
+            await conn.execute(f"LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE")
+            rows = await conn.fetch(f"SELECT id, {REINDEX_TEXT[table]} AS text FROM {table}")
+            vectors = await encoder.embed([r["text"] for r in rows], progress.update if progress else None)
+            await conn.execute(f"ALTER TABLE {table} ADD COLUMN embedding_next vector({int(encoder.dimension)})")
+            await conn.executemany(
+                f"UPDATE {table} SET embedding_next = $2 WHERE id = $1",
+                [(r["id"], v) for r, v in zip(rows, vectors, strict=True)],
+            )
+            await conn.execute(f"ALTER TABLE {table} DROP COLUMN IF EXISTS embedding")  # and its HNSW index
+            await conn.execute(f"ALTER TABLE {table} RENAME COLUMN embedding_next TO embedding")
+            await conn.execute(
+                f"CREATE INDEX {table}_embedding_hnsw ON {table} USING hnsw (embedding vector_cosine_ops)"
+            )
+            total += len(rows)
+        updated = await conn.execute(
+            "UPDATE embedding_pin SET model_id = $1, dimension = $2, pinned_at = now()",
+            encoder.model_id, encoder.dimension,
+        )
+        if updated == "UPDATE 0":
+            await conn.execute("INSERT INTO embedding_pin (model_id, dimension) VALUES ($1, $2)",
+                               encoder.model_id, encoder.dimension)
+    return total
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)

@@ -1,0 +1,156 @@
+"""Forgetting (seed 001): archive stale, unimportant memories (soft, dry run by default), restore,
+and the periodic sweep. Core memories (decay class none) are pinned and never forgotten."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+
+from hypermnesia import validation
+from hypermnesia.errors import FailedPrecondition, InvalidArgument, NotFound
+from hypermnesia.memory_rows import MEMORY_COLUMNS
+from hypermnesia.scopes import permits, require
+from services.curation import payloads, rawlog, repo
+from services.curation.writer import parse_id
+
+log = logging.getLogger(__name__)
+
+MAX_LIMIT = 1000
+SYSTEM_PRINCIPAL = "system:sweep"
+
+
+@dataclass(frozen=True)
+class ForgetInput:
+    principal: str
+    grants: tuple[str, ...]
+    scopes: list[str]
+    tags: list[str] = field(default_factory=list)
+    older_than_days: float | None = None
+    importance_floor: float | None = None
+    apply: bool = False
+    limit: int = 100
+
+
+@dataclass(frozen=True)
+class ForgetResult:
+    matched: int
+    archived: int
+    memories: list[asyncpg.Record]
+    truncated: bool
+    applied: bool
+
+
+# Stale (not recalled since $a) and unimportant (importance <= $b), live, and not pinned.
+_STALE = (
+    "archived_at IS NULL AND superseded_by IS NULL AND decay_class <> 'none' AND kind <> 'core'"
+    " AND last_accessed_at < ${a} AND importance <= ${b}"
+)
+_CRITERIA = "scope = ANY($1::text[]) AND tags @> $2::text[] AND " + _STALE.format(a=3, b=4)
+_SWEEP = _STALE.format(a=1, b=2)
+
+
+class Forgetter:
+    def __init__(self, pool: asyncpg.Pool, *, after_days: float, importance_floor: float) -> None:
+        self.pool = pool
+        self.after_days = after_days
+        self.importance_floor = importance_floor
+
+    async def forget(self, item: ForgetInput) -> ForgetResult:
+        if not item.scopes:
+            raise InvalidArgument("no scope to forget in; name a scope or grant the token one")
+        for scope in item.scopes:
+            validation.check_scope(scope)
+        validation.check_tags(item.tags)
+        require(item.grants, item.scopes)
+        days = self.after_days if item.older_than_days is None else item.older_than_days
+        floor = self.importance_floor if item.importance_floor is None else item.importance_floor
+        if days < 0:
+            raise InvalidArgument("older_than_days must be 0 or more")
+        validation.check_importance(floor)
+        if not 1 <= item.limit <= MAX_LIMIT:
+            raise InvalidArgument(f"limit must be between 1 and {MAX_LIMIT}")
+        now = datetime.now(UTC)
+        cutoff = now - timedelta(days=days)
+        args = (item.scopes, item.tags, cutoff, floor)
+        async with self.pool.acquire() as conn, conn.transaction():
+            if item.apply:
+                # Lock what we archive so `matched` is exactly what apply archives.
+                ids = [r["id"] for r in await conn.fetch(
+                    f"SELECT id FROM memories WHERE {_CRITERIA} ORDER BY last_accessed_at, id FOR UPDATE", *args
+                )]
+                matched = len(ids)
+            else:
+                matched = int(await conn.fetchval(f"SELECT count(*) FROM memories WHERE {_CRITERIA}", *args))
+            listed = await conn.fetch(
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {_CRITERIA} ORDER BY last_accessed_at, id LIMIT $5",
+                *args, item.limit,
+            )
+            if item.apply and ids:
+                await archive(conn, ids, item.principal, now, reason="forget")
+                listed = [await repo.fetch_memory(conn, r["id"]) for r in listed]  # type: ignore[misc]
+        return ForgetResult(matched, matched if item.apply else 0, list(listed), matched > len(listed), item.apply)
+
+    async def restore(self, principal: str, grants: tuple[str, ...], memory_id_text: str) -> asyncpg.Record:
+        """Un-archive, refreshing the access time so the next sweep does not re-forget it at once."""
+        memory_id = parse_id(memory_id_text)
+        async with self.pool.acquire() as conn, conn.transaction():
+            row = await repo.lock_memory(conn, memory_id)
+            if row is None or not permits(grants, row["scope"]):
+                raise NotFound(f"no memory {memory_id_text} in your scopes")
+            if row["archived_at"] is None:
+                raise FailedPrecondition(f"{memory_id_text} is not archived; there is nothing to restore")
+            now = datetime.now(UTC)
+            await conn.execute(
+                "UPDATE memories SET archived_at = NULL, last_accessed_at = $2 WHERE id = $1", memory_id, now
+            )
+            await rawlog.append(
+                conn, scope=row["scope"], kind="memory", operation="restore", author=principal,
+                target_id=memory_id, payload=payloads.event("restore", memory_id, now),
+            )
+            restored = await repo.fetch_memory(conn, memory_id)
+        assert restored is not None
+        return restored
+
+    async def sweep_once(self) -> list[asyncpg.Record]:
+        """Archive, in every scope, what the thresholds select; logs each archived description."""
+        now = datetime.now(UTC)
+        cutoff = now - timedelta(days=self.after_days)
+        async with self.pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(
+                f"SELECT id, scope, description FROM memories WHERE {_SWEEP} ORDER BY last_accessed_at FOR UPDATE",
+                cutoff, self.importance_floor,
+            )
+            if rows:
+                await archive(conn, [r["id"] for r in rows], SYSTEM_PRINCIPAL, now, reason="sweep")
+        for row in rows:
+            log.info("forget sweep archived %s in %s: %s", row["id"], row["scope"], row["description"][:120])
+        return list(rows)
+
+    async def run_sweeps(self, every_hours: float) -> None:
+        """The periodic sweep (HM_FORGET_SWEEP_HOURS); a failed pass is logged and retried next time."""
+        while True:
+            await asyncio.sleep(every_hours * 3600)
+            try:
+                archived = await self.sweep_once()
+                log.info("forget sweep: %d memories archived", len(archived))
+            except (asyncpg.PostgresError, OSError):
+                log.exception("forget sweep failed; will retry in %.2f h", every_hours)
+
+
+async def archive(
+    conn: asyncpg.Connection, ids: list[uuid.UUID], principal: str, at: datetime, reason: str
+) -> None:
+    """Archive memories (soft) and record one raw-log event per memory."""
+    rows = await conn.fetch(
+        "UPDATE memories SET archived_at = $2 WHERE id = ANY($1) RETURNING id, scope", ids, at
+    )
+    await rawlog.append_many(conn, [
+        rawlog.Entry(scope=r["scope"], kind="memory", operation="archive", author=principal, target_id=r["id"],
+                     payload=payloads.event("archive", r["id"], at, reason=reason))
+        for r in rows
+    ])

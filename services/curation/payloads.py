@@ -1,0 +1,87 @@
+"""What each raw-log record carries, and how a replay applies it to the curated layer.
+
+The raw log is the truth (seed 002); `memories` is derived from it. So every write's payload is
+complete enough to redo the write with no other input: a create carries every curated column,
+an update carries every column it set, and an event names its memory and its time. The live
+write path and `apply` below must agree; the rebuild's `--check` is the test that they do.
+
+Payload ops:
+  create   {"op", "memory": {all columns}, "closes"?: id | [ids]}   the memory(ies) it supersedes
+  update   {"op", "id", "set": {columns}, "reason"?}
+  archive  {"op", "id", "at", "reason"?}     restore {"op", "id", "at"}
+  retire   {"op", "id", "at"}                a document chunk whose file was deleted
+  delete   {"op", "id", "at"}
+  purge    {"op", "id", "at", "records", "reclose"?: {"id", "valid_to"}}   GDPR erasure (texts removed)
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from services.curation import memory_fields
+from services.curation.memory_fields import iso, parse_time
+
+PAYLOAD_VERSION = 1
+
+
+def create(fields: Mapping[str, Any], closes: uuid.UUID | list[uuid.UUID] | None = None,
+           **extra: Any) -> dict[str, Any]:
+    """`closes`: the memory (or memories: a re-ingested file's old chunks) this one supersedes."""
+    data: dict[str, Any] = {"v": PAYLOAD_VERSION, "op": "create", "memory": memory_fields.to_json(fields)}
+    if isinstance(closes, list):
+        data["closes"] = [str(c) for c in closes]
+    elif closes is not None:
+        data["closes"] = str(closes)
+    data.update(extra)
+    return data
+
+
+def update(memory_id: uuid.UUID, changes: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
+    data = {"v": PAYLOAD_VERSION, "op": "update", "id": str(memory_id),
+            "set": memory_fields.to_json_partial(changes)}
+    data.update(extra)
+    return data
+
+
+def event(op: str, memory_id: uuid.UUID, at: datetime, **extra: Any) -> dict[str, Any]:
+    data = {"v": PAYLOAD_VERSION, "op": op, "id": str(memory_id), "at": iso(at)}
+    data.update(extra)
+    return data
+
+
+def apply(state: dict[uuid.UUID, dict[str, Any]], payload: Mapping[str, Any]) -> None:
+    """Redo one record on `state` (memory id -> curated columns), exactly as the live write did."""
+    op = payload.get("op")
+    if op == "create":
+        memory = memory_fields.from_json(payload["memory"])
+        state[memory["id"]] = memory
+        closes = payload.get("closes")
+        for closed in [closes] if isinstance(closes, str) else closes or []:
+            if (old := state.get(uuid.UUID(closed))) is not None:
+                old["superseded_by"] = memory["id"]
+                old["valid_to"] = memory["valid_from"]
+        return
+    memory_id = uuid.UUID(payload["id"]) if "id" in payload else None
+    current = state.get(memory_id) if memory_id is not None else None
+    if op in ("delete", "purge"):
+        state.pop(memory_id, None)  # type: ignore[arg-type]
+        # A purged correction's create record has lost its text, so the close it made is redone here.
+        reclose = payload.get("reclose")
+        if reclose and (old := state.get(uuid.UUID(reclose["id"]))) is not None:
+            old["superseded_by"] = memory_id
+            old["valid_to"] = parse_time(reclose["valid_to"])
+    elif current is None:
+        return  # a later purge removed it; its events have nothing left to act on
+    elif op == "update":
+        current.update(memory_fields.from_json_partial(payload["set"]))
+    elif op == "archive":
+        current["archived_at"] = parse_time(payload["at"])
+    elif op == "restore":
+        current["archived_at"] = None
+        current["last_accessed_at"] = parse_time(payload["at"])
+    elif op == "retire":
+        current["archived_at"] = parse_time(payload["at"])
+        current["valid_to"] = parse_time(payload["at"])

@@ -1,0 +1,146 @@
+"""Rebuild (seed 002): the curated layer is derived, the raw log is the truth.
+
+The raw log is replayed, in seq order, into a shadow copy of the memories (in memory: id ->
+curated columns), which is then compared with the live table. `check` reports every difference;
+otherwise the differences are applied in one transaction that also holds the chain head, so no
+write lands between the replay and the swap. Applying the difference rather than swapping whole
+tables keeps other areas' columns, triggers and references to `memories` intact.
+
+Stored vectors are re-used where the text they embed is unchanged (they were made by the pinned
+model, the only model the store holds); anything else is re-embedded. Access counters are side
+effects of reads and are not in the raw log, so they are neither compared nor overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from hypermnesia.v1 import curation_pb2
+from services.curation import entities, memory_fields, payloads, repo
+from services.curation.embedding import EmbedFn, embedding_text
+
+log = logging.getLogger(__name__)
+
+MAX_REPORTED = 1000
+
+
+@dataclass
+class RebuildReport:
+    replayed: int = 0
+    live: int = 0
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    reembedded: int = 0
+    differences: list[str] = field(default_factory=list)
+    applied: bool = False
+
+    def to_message(self) -> curation_pb2.RebuildResponse:
+        return curation_pb2.RebuildResponse(
+            replayed=self.replayed, live=self.live, inserted=self.inserted, updated=self.updated,
+            deleted=self.deleted, reembedded=self.reembedded, differences=self.differences[:MAX_REPORTED],
+            applied=self.applied,
+        )
+
+    def summary(self) -> str:
+        verb = "fixed" if self.applied else "found"
+        return (f"replayed {self.replayed} records against {self.live} live memories; {verb} "
+                f"{self.inserted} missing, {self.updated} different, {self.deleted} extra; "
+                f"{self.reembedded} re-embedded")
+
+
+_COMPARED = [c for c in memory_fields.COLUMNS if c not in memory_fields.ACCESS_COLUMNS]
+
+
+def _scope_filter(scopes: list[str] | None, column: str) -> str:
+    return f" WHERE {column} = ANY($1::text[])" if scopes else ""
+
+
+async def replay(conn: asyncpg.Connection, scopes: list[str] | None, progress: Callable[[int], None] | None = None
+                 ) -> tuple[dict[uuid.UUID, dict[str, Any]], int]:
+    """The curated memories the raw log implies, and how many records were replayed."""
+    state: dict[uuid.UUID, dict[str, Any]] = {}
+    count = 0
+    sql = ("SELECT t.payload FROM records r LEFT JOIN record_texts t ON t.record_id = r.id"
+           + _scope_filter(scopes, "r.scope") + " ORDER BY r.seq")
+    args = [scopes] if scopes else []
+    async for row in conn.cursor(sql, *args, prefetch=2000):
+        count += 1
+        if progress is not None:
+            progress(1)
+        if row["payload"] is None:
+            continue  # purged: its text is gone, and the purge record removes its memory
+        payloads.apply(state, json.loads(row["payload"]))
+    return state, count
+
+
+def _differences(memory_id: uuid.UUID, live: dict[str, Any], shadow: dict[str, Any]) -> list[str]:
+    a, b = memory_fields.to_json(live), memory_fields.to_json(shadow)
+    return [f"{memory_id}: {name} live={a[name]!r} replayed={b[name]!r}" for name in _COMPARED if a[name] != b[name]]
+
+
+class Rebuilder:
+    def __init__(self, pool: asyncpg.Pool, embed: EmbedFn) -> None:
+        self.pool = pool
+        self.embed = embed
+
+    async def rebuild(self, scopes: list[str] | None, *, check: bool,
+                      progress: Callable[[int], None] | None = None) -> RebuildReport:
+        report = RebuildReport()
+        async with self.pool.acquire() as conn, conn.transaction(isolation="repeatable_read"):
+            if not check:
+                # Hold the chain head: no write can land between the replay and the swap.
+                await conn.execute("SELECT 1 FROM record_chain FOR UPDATE")
+            shadow, report.replayed = await replay(conn, scopes, progress)
+            live_rows = await conn.fetch(
+                f"SELECT {memory_fields.SELECT_LIST}, embedding FROM memories" + _scope_filter(scopes, "scope"),
+                *([scopes] if scopes else []),
+            )
+            live = {r["id"]: dict(r) for r in live_rows}
+            report.live = len(live)
+            missing = [i for i in shadow if i not in live]
+            extra = [i for i in live if i not in shadow]
+            changed = [i for i in shadow if i in live and _differences(i, live[i], shadow[i])]
+            report.inserted, report.deleted, report.updated = len(missing), len(extra), len(changed)
+            report.differences = (
+                [f"{i}: missing from memories (replayed {shadow[i]['scope']!r} {shadow[i]['content'][:60]!r})"
+                 for i in missing[:MAX_REPORTED]]
+                + [f"{i}: in memories but not in the raw log" for i in extra[:MAX_REPORTED]]
+                + [d for i in changed[:MAX_REPORTED] for d in _differences(i, live[i], shadow[i])]
+            )
+            if check:
+                return report
+            await self._apply(conn, shadow, live, missing, extra, changed, report)
+            report.applied = True
+        log.info("rebuild: %s", report.summary())
+        return report
+
+    async def _apply(self, conn: asyncpg.Connection, shadow: dict[uuid.UUID, dict[str, Any]],
+                     live: dict[uuid.UUID, dict[str, Any]], missing: list[uuid.UUID], extra: list[uuid.UUID],
+                     changed: list[uuid.UUID], report: RebuildReport) -> None:
+        def text(m: dict[str, Any]) -> str:
+            return embedding_text(m["description"], m["content"])
+
+        need = [i for i in missing + changed if i not in live or text(live[i]) != text(shadow[i])]
+        vectors = dict(zip(need, await self.embed([text(shadow[i]) for i in need]), strict=True)) if need else {}
+        report.reembedded = len(need)
+        if extra:
+            await conn.execute("DELETE FROM memory_entities WHERE memory_id = ANY($1)", extra)
+            await conn.execute("DELETE FROM memories WHERE id = ANY($1)", extra)
+        for i in changed:
+            fields = {c: shadow[i][c] for c in _COMPARED if c != "id"}
+            await repo.update_memory(conn, i, fields, vectors.get(i))
+            if i in vectors:
+                await entities.link(conn, i, shadow[i]["scope"], shadow[i]["description"], shadow[i]["content"],
+                                    shadow[i]["updated_at"])
+        rows = [shadow[i] for i in missing]
+        await repo.insert_memories(conn, rows, [vectors[i] for i in missing])
+        await entities.link_many(conn, [(r["id"], r["scope"], r["description"], r["content"], r["created_at"])
+                                        for r in rows])

@@ -1,0 +1,115 @@
+"""The default provider: a mean-pooled sentence-embedding model run by onnxruntime in-process."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from hypermnesia.errors import StartupError
+from services.embedder.model import (
+    ModelFiles,
+    count_without_specials,
+    fingerprint,
+    load_counter,
+    load_session,
+    load_tokenizer,
+    pad_batch,
+    resolve_model,
+)
+from services.embedder.provider import Prepared, ProviderInfo
+from services.embedder.quantize import quantize_int8
+
+log = logging.getLogger(__name__)
+
+
+def quantized_files(files: ModelFiles, cache_dir: Path) -> ModelFiles:
+    """The int8 weight-only twin of `files`, built once into cache_dir."""
+    source = files.onnx_path
+    target = cache_dir / f"{files.model_id.replace('/', '--')}-int8-{fingerprint(source)}" / "model.onnx"
+    if not target.exists():
+        log.info("quantizing %s to int8 weights (one time)", source)
+        try:
+            quantize_int8(source, target)
+        except ValueError as exc:
+            raise StartupError(f"cannot quantize {source} to int8: {exc}; use fp32") from exc
+    return ModelFiles(files.model_id, target, files.tokenizer_path)
+
+
+class OnnxProvider:
+    """Tokenizer + onnxruntime session for a model whose graph outputs `embeddings` [batch, dim]
+    (mean pooled and L2 normalised, as onnx_export builds it)."""
+
+    concurrency = 1
+
+    def __init__(
+        self,
+        files: ModelFiles,
+        *,
+        max_tokens: int,
+        quantization: str = "fp32",
+        intra_op_threads: int = 0,
+        inter_op_threads: int = 0,
+    ) -> None:
+        self.tokenizer = load_tokenizer(files.tokenizer_path, max_tokens)
+        self.counter = load_counter(files.tokenizer_path)
+        pad = self.tokenizer.token_to_id("[PAD]")
+        self.pad_id = 0 if pad is None else pad
+        self.session = load_session(
+            files.onnx_path, intra_op_threads=intra_op_threads, inter_op_threads=inter_op_threads
+        )
+        self._wants_types = any(i.name == "token_type_ids" for i in self.session.get_inputs())
+        probe = self.embed(self.prepare([""]))
+        self.info = ProviderInfo(
+            provider="onnx",
+            model_id=files.model_id,
+            dimension=int(probe.shape[1]),
+            pooling="mean",
+            max_tokens=max_tokens,
+            quantization=quantization,
+        )
+
+    @classmethod
+    def from_settings(
+        cls,
+        model_dir: Path | None,
+        cache_dir: Path,
+        *,
+        max_tokens: int,
+        quantization: str,
+        intra_op_threads: int,
+        inter_op_threads: int,
+    ) -> OnnxProvider:
+        files = resolve_model(model_dir, cache_dir)
+        if quantization == "int8":
+            files = quantized_files(files, cache_dir)
+        return cls(
+            files,
+            max_tokens=max_tokens,
+            quantization=quantization,
+            intra_op_threads=intra_op_threads,
+            inter_op_threads=inter_op_threads,
+        )
+
+    def prepare(self, texts: Sequence[str]) -> list[Prepared]:
+        encodings = self.tokenizer.encode_batch(list(texts))
+        return [
+            Prepared(text=t, tokens=len(e.ids), truncated=bool(e.overflowing), ids=e.ids)
+            for t, e in zip(texts, encodings, strict=True)
+        ]
+
+    def embed(self, batch: Sequence[Prepared]) -> np.ndarray:
+        ids, mask = pad_batch([p.ids or [] for p in batch], self.pad_id)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if self._wants_types:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        (vectors,) = self.session.run(["embeddings"], feeds)
+        return np.asarray(vectors, dtype=np.float32)
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return count_without_specials(self.counter, list(texts))
+
+    def close(self) -> None:
+        """Nothing to release: the session's threads go with the process."""

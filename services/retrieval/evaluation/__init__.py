@@ -1,0 +1,1 @@
+"""`hypermnesia eval`: retrieval quality on public data through the real service path."""

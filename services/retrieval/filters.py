@@ -1,0 +1,58 @@
+"""The prefilter of every read: scopes, tags, kinds, types, repo, time range, and liveness (the
+default) or validity at an instant (`as_of`). Produces one SQL fragment over alias `m` with
+numbered parameters, so the dense and lexical legs apply exactly the same filter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+LIVE = "m.archived_at IS NULL AND m.superseded_by IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())"
+
+
+@dataclass(frozen=True)
+class Prefilter:
+    scopes: list[str]
+    tags: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    types: list[str] = field(default_factory=list)
+    repo: str = ""
+    since: datetime | None = None
+    until: datetime | None = None
+    as_of: datetime | None = None
+    include_archived: bool = False
+
+    def sql(self, first_param: int) -> tuple[str, list[Any]]:
+        """(`WHERE`-less condition over alias m, its parameters) numbered from first_param."""
+        params: list[Any] = []
+
+        def p(value: Any) -> str:
+            params.append(value)
+            return f"${first_param + len(params) - 1}"
+
+        parts = [f"m.scope = ANY({p(self.scopes)}::text[])"]
+        if self.tags:
+            parts.append(f"m.tags @> {p(self.tags)}::text[]")
+        if self.kinds:
+            parts.append(f"m.kind = ANY({p(self.kinds)}::text[])")
+        if self.types:
+            parts.append(f"m.type = ANY({p(self.types)}::text[])")
+        if self.repo:
+            parts.append(f"m.repo = {p(self.repo)}")
+        if self.since is not None:
+            parts.append(f"m.created_at >= {p(self.since)}")
+        if self.until is not None:
+            parts.append(f"m.created_at < {p(self.until)}")
+        if self.as_of is not None:
+            at = p(self.as_of)
+            parts.append(
+                f"m.created_at <= {at} AND m.valid_from <= {at} AND (m.valid_to IS NULL OR m.valid_to > {at})"
+                f" AND (m.archived_at IS NULL OR m.archived_at > {at})"
+                f" AND (m.expires_at IS NULL OR m.expires_at > {at})"
+            )
+        elif self.include_archived:
+            parts.append("m.superseded_by IS NULL")
+        else:
+            parts.append(LIVE)
+        return " AND ".join(parts), params
