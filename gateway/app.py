@@ -47,7 +47,9 @@ class RequireToken:
 
 
 def create_app(settings: GatewaySettings, backends: Backends | None = None) -> FastAPI:
-    backends = backends or Backends(settings.retrieval_address, settings.curation_address, settings.rpc_timeout_s)
+    backends = backends or Backends(
+        settings.retrieval_address, settings.curation_address, settings.rpc_timeout_s
+    )
     auth = Authenticator(
         settings.auth_tokens, require_auth=settings.require_auth, default_project=settings.default_project
     )
@@ -109,8 +111,9 @@ async def serve(settings: GatewaySettings) -> None:
     import uvicorn
 
     app = create_app(settings)
-    config = uvicorn.Config(app, host=settings.host, port=settings.gateway_port, log_level="warning",
-                            lifespan="on")
+    config = uvicorn.Config(
+        app, host=settings.host, port=settings.gateway_port, log_level="warning", lifespan="on"
+    )
     server = uvicorn.Server(config)
     log.info("gateway on http://%s:%d (MCP at /mcp)", settings.host, settings.gateway_port)
     await server.serve()

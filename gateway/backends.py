@@ -8,7 +8,7 @@ import grpc
 
 from hypermnesia.errors import HypermnesiaError
 from hypermnesia.grpc_client import open_channel
-from hypermnesia.v1 import curation_pb2_grpc, retrieval_pb2_grpc
+from hypermnesia.v1 import curation_pb2_grpc, retrieval_pb2_grpc, structure_pb2_grpc
 
 
 class BackendError(HypermnesiaError):
@@ -24,6 +24,9 @@ class Backends:
         self._channels = [open_channel(retrieval_address), open_channel(curation_address)]
         self.retrieval = retrieval_pb2_grpc.RetrievalStub(self._channels[0])
         self.curation = curation_pb2_grpc.CurationStub(self._channels[1])
+        # Structure reads are served by the retrieval process, map loads by the curation process.
+        self.structure = structure_pb2_grpc.StructureStub(self._channels[0])
+        self.structure_admin = structure_pb2_grpc.StructureAdminStub(self._channels[1])
         self.timeout_s = timeout_s
 
     async def call(self, method: Any, request: Any) -> Any:

@@ -21,9 +21,25 @@ MAX_IMPORT = 5000
 # An import embeds every record before it answers; give it time in proportion to its size.
 IMPORT_SECONDS_PER_RECORD = 0.25
 
-RECORD_FIELDS = ("type", "scope", "content", "source_ref", "thread_id", "created_at", "metadata",
-                 "prev_source_ref", "topic_id", "description", "tags", "importance", "state_kind",
-                 "state_key", "supersedes", "repo", "kind")
+RECORD_FIELDS = (
+    "type",
+    "scope",
+    "content",
+    "source_ref",
+    "thread_id",
+    "created_at",
+    "metadata",
+    "prev_source_ref",
+    "topic_id",
+    "description",
+    "tags",
+    "importance",
+    "state_kind",
+    "state_key",
+    "supersedes",
+    "repo",
+    "kind",
+)
 
 
 async def _call(backends: Backends, method: Any, request: Any, timeout_s: float | None = None) -> Any:
@@ -61,7 +77,9 @@ def _timestamp(value: datetime | str | None, field: str) -> Timestamp | None:
 def record_input(data: dict[str, Any], session: Session, where: str = "") -> curation_pb2.RecordInput:
     unknown = set(data) - set(RECORD_FIELDS)
     if unknown:
-        raise InvalidArgument(f"{where}unknown field(s) {', '.join(sorted(unknown))}; known: {', '.join(RECORD_FIELDS)}")
+        raise InvalidArgument(
+            f"{where}unknown field(s) {', '.join(sorted(unknown))}; known: {', '.join(RECORD_FIELDS)}"
+        )
     try:
         message = curation_pb2.RecordInput(
             type=str(data.get("type") or ""),
@@ -70,8 +88,18 @@ def record_input(data: dict[str, Any], session: Session, where: str = "") -> cur
             metadata=_metadata(data.get("metadata")),
             tags=list(data.get("tags") or []),
         )
-        for name in ("source_ref", "thread_id", "prev_source_ref", "topic_id", "description", "state_kind",
-                     "state_key", "supersedes", "repo", "kind"):
+        for name in (
+            "source_ref",
+            "thread_id",
+            "prev_source_ref",
+            "topic_id",
+            "description",
+            "state_kind",
+            "state_key",
+            "supersedes",
+            "repo",
+            "kind",
+        ):
             if data.get(name) is not None:
                 setattr(message, name, str(data[name]))
         stamp = _timestamp(data.get("created_at"), "created_at")
@@ -86,11 +114,15 @@ def record_input(data: dict[str, Any], session: Session, where: str = "") -> cur
     return message
 
 
-async def import_records(backends: Backends, session: Session, records: list[dict[str, Any]]) -> dict[str, Any]:
+async def import_records(
+    backends: Backends, session: Session, records: list[dict[str, Any]]
+) -> dict[str, Any]:
     if not records:
         raise InvalidArgument('no records given; send {"records": [...]} with at least one record')
     if len(records) > MAX_IMPORT:
-        raise InvalidArgument(f"{len(records):,} records in one request; the limit is {MAX_IMPORT:,}. Split them")
+        raise InvalidArgument(
+            f"{len(records):,} records in one request; the limit is {MAX_IMPORT:,}. Split them"
+        )
     request = curation_pb2.ImportRecordsRequest(
         caller=_caller(session),
         records=[record_input(r, session, f"records[{i}]: ") for i, r in enumerate(records)],
@@ -109,11 +141,20 @@ async def append_record(backends: Backends, session: Session, record: dict[str, 
 
 def record_json(view: curation_pb2.RecordView) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "id": view.id, "seq": view.seq, "scope": view.scope, "type": view.type, "operation": view.operation,
-        "target_id": view.target_id or None, "author": view.author, "source_ref": view.source_ref or None,
-        "prev_source_ref": view.prev_source_ref or None, "thread_id": view.thread_id or None,
-        "topic_id": view.topic_id or None, "created_at": view.created_at.ToDatetime().isoformat() + "Z",
-        "payload": json.loads(view.payload) if view.payload else None, "purged": view.purged,
+        "id": view.id,
+        "seq": view.seq,
+        "scope": view.scope,
+        "type": view.type,
+        "operation": view.operation,
+        "target_id": view.target_id or None,
+        "author": view.author,
+        "source_ref": view.source_ref or None,
+        "prev_source_ref": view.prev_source_ref or None,
+        "thread_id": view.thread_id or None,
+        "topic_id": view.topic_id or None,
+        "created_at": view.created_at.ToDatetime().isoformat() + "Z",
+        "payload": json.loads(view.payload) if view.payload else None,
+        "purged": view.purged,
         "record_hash": view.record_hash,
     }
     if view.HasField("memory"):
@@ -122,20 +163,30 @@ def record_json(view: curation_pb2.RecordView) -> dict[str, Any]:
 
 
 async def get_record(backends: Backends, session: Session, record_id: str) -> dict[str, Any]:
-    view = await backends.call(backends.curation.GetRecord, curation_pb2.RecordRequest(caller=_caller(session), id=record_id))
+    view = await backends.call(
+        backends.curation.GetRecord, curation_pb2.RecordRequest(caller=_caller(session), id=record_id)
+    )
     return record_json(view)
 
 
 async def lineage(backends: Backends, session: Session, record_id: str) -> dict[str, Any]:
-    out = await backends.call(backends.curation.Lineage, curation_pb2.RecordRequest(caller=_caller(session), id=record_id))
-    return {"memories": [memory_json(m) for m in out.memories], "records": [record_json(r) for r in out.records]}
+    out = await backends.call(
+        backends.curation.Lineage, curation_pb2.RecordRequest(caller=_caller(session), id=record_id)
+    )
+    return {
+        "memories": [memory_json(m) for m in out.memories],
+        "records": [record_json(r) for r in out.records],
+    }
 
 
 async def derivations(backends: Backends, session: Session, record_id: str) -> dict[str, Any]:
     out = await backends.call(
         backends.curation.Derivations, curation_pb2.RecordRequest(caller=_caller(session), id=record_id)
     )
-    return {"memories": [memory_json(m) for m in out.memories], "records": [record_json(r) for r in out.records]}
+    return {
+        "memories": [memory_json(m) for m in out.memories],
+        "records": [record_json(r) for r in out.records],
+    }
 
 
 async def query_records(
@@ -150,8 +201,11 @@ async def query_records(
     limit: int = 100,
 ) -> dict[str, Any]:
     request = curation_pb2.QueryRecordsRequest(
-        caller=_caller(session), scopes=scopes or [session.project_scope], types=types or [],
-        thread_id=thread_id or "", limit=limit,
+        caller=_caller(session),
+        scopes=scopes or [session.project_scope],
+        types=types or [],
+        thread_id=thread_id or "",
+        limit=limit,
     )
     for name, value in (("since", since), ("until", until)):
         stamp = _timestamp(value, name)
@@ -172,7 +226,9 @@ async def state(
     return {"history": memories} if history else {"current": memories[-1]}
 
 
-async def update(backends: Backends, session: Session, memory_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+async def update(
+    backends: Backends, session: Session, memory_id: str, changes: dict[str, Any]
+) -> dict[str, Any]:
     request = curation_pb2.UpdateRequest(caller=_caller(session), id=memory_id)
     for name in ("content", "description", "type", "decay_class"):
         if changes.get(name) is not None:
@@ -189,12 +245,16 @@ async def update(backends: Backends, session: Session, memory_id: str, changes: 
 
 
 async def delete(backends: Backends, session: Session, memory_id: str) -> dict[str, Any]:
-    memory = await backends.call(backends.curation.Delete, curation_pb2.MemoryRequest(caller=_caller(session), id=memory_id))
+    memory = await backends.call(
+        backends.curation.Delete, curation_pb2.MemoryRequest(caller=_caller(session), id=memory_id)
+    )
     return {"deleted": True, "memory": memory_json(memory)}
 
 
 async def restore(backends: Backends, session: Session, memory_id: str) -> dict[str, Any]:
-    memory = await backends.call(backends.curation.Restore, curation_pb2.MemoryRequest(caller=_caller(session), id=memory_id))
+    memory = await backends.call(
+        backends.curation.Restore, curation_pb2.MemoryRequest(caller=_caller(session), id=memory_id)
+    )
     return {"restored": True, "memory": memory_json(memory)}
 
 
@@ -210,7 +270,11 @@ async def forget(
     limit: int = 100,
 ) -> dict[str, Any]:
     request = curation_pb2.ForgetRequest(
-        caller=_caller(session), scopes=[scope or session.project_scope], tags=tags or [], apply=apply, limit=limit
+        caller=_caller(session),
+        scopes=[scope or session.project_scope],
+        tags=tags or [],
+        apply=apply,
+        limit=limit,
     )
     if older_than_days is not None:
         request.older_than_days = older_than_days
@@ -218,7 +282,10 @@ async def forget(
         request.importance_floor = importance_floor
     out = await backends.call(backends.curation.Forget, request)
     return {
-        "matched": out.matched, "archived": out.archived, "applied": out.applied, "truncated": out.truncated,
+        "matched": out.matched,
+        "archived": out.archived,
+        "applied": out.applied,
+        "truncated": out.truncated,
         "memories": [memory_json(m) for m in out.memories],
     }
 
@@ -226,9 +293,15 @@ async def forget(
 async def supersede(backends: Backends, session: Session, memory_id: str, **save: Any) -> dict[str, Any]:
     scope = save.get("scope") or session.project_scope
     request = curation_pb2.SaveRequest(
-        caller=_caller(session), content=save["content"], description=save.get("description") or "", scope=scope,
-        type=save.get("type") or "", tags=save.get("tags") or [], metadata=_metadata(save.get("metadata")),
-        kind=save.get("kind") or "", supersedes=memory_id,
+        caller=_caller(session),
+        content=save["content"],
+        description=save.get("description") or "",
+        scope=scope,
+        type=save.get("type") or "",
+        tags=save.get("tags") or [],
+        metadata=_metadata(save.get("metadata")),
+        kind=save.get("kind") or "",
+        supersedes=memory_id,
     )
     if save.get("importance") is not None:
         request.importance = validation.check_importance(float(save["importance"]))
@@ -241,11 +314,18 @@ async def decide_task(backends: Backends, session: Session, task_id: str, decisi
     return memory_json(await backends.call(backends.curation.ConfirmTask, request))
 
 
-async def rebuild(backends: Backends, session: Session, *, scopes: list[str] | None, check: bool) -> dict[str, Any]:
+async def rebuild(
+    backends: Backends, session: Session, *, scopes: list[str] | None, check: bool
+) -> dict[str, Any]:
     request = curation_pb2.RebuildRequest(caller=_caller(session), scopes=scopes or [], check=check)
     out = await _call(backends, backends.curation.Rebuild, request, 3600)
     return {
-        "replayed": out.replayed, "live": out.live, "inserted": out.inserted, "updated": out.updated,
-        "deleted": out.deleted, "reembedded": out.reembedded, "differences": list(out.differences),
+        "replayed": out.replayed,
+        "live": out.live,
+        "inserted": out.inserted,
+        "updated": out.updated,
+        "deleted": out.deleted,
+        "reembedded": out.reembedded,
+        "differences": list(out.differences),
         "applied": out.applied,
     }

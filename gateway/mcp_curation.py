@@ -29,8 +29,14 @@ def register(mcp: MCPServer, kit: ToolKit) -> None:
         importance: float | None = None,
     ) -> dict[str, Any]:
         """Edit a known memory in place: only the given fields change, the id stays."""
-        changes = {"content": content, "description": description, "type": type, "tags": tags,
-                   "metadata": metadata, "importance": importance}
+        changes = {
+            "content": content,
+            "description": description,
+            "type": type,
+            "tags": tags,
+            "metadata": metadata,
+            "importance": importance,
+        }
         return await run(lambda: curation_ops.update(backends, session_of(ctx), memory_id, changes))
 
     @mcp.tool(structured_output=True)
@@ -50,10 +56,18 @@ def register(mcp: MCPServer, kit: ToolKit) -> None:
     ) -> dict[str, Any]:
         """Archive stale, low-importance memories (soft). Dry run unless apply is true. `matched` is
         the true total; `memories` lists at most `limit`, stalest first, with `truncated`."""
-        return await run(lambda: curation_ops.forget(
-            backends, session_of(ctx), scope=scope, tags=tags, older_than_days=older_than_days,
-            importance_floor=importance_floor, apply=apply, limit=limit,
-        ))
+        return await run(
+            lambda: curation_ops.forget(
+                backends,
+                session_of(ctx),
+                scope=scope,
+                tags=tags,
+                older_than_days=older_than_days,
+                importance_floor=importance_floor,
+                apply=apply,
+                limit=limit,
+            )
+        )
 
     @mcp.tool(structured_output=True)
     async def memory_restore(memory_id: str, ctx: Context) -> dict[str, Any]:
@@ -71,10 +85,17 @@ def register(mcp: MCPServer, kit: ToolKit) -> None:
     ) -> dict[str, Any]:
         """Replace a memory with a corrected one: a new id; the old one is closed but kept for
         history and as-of questions."""
-        return await run(lambda: curation_ops.supersede(
-            backends, session_of(ctx), memory_id, content=content, description=description, tags=tags,
-            importance=importance,
-        ))
+        return await run(
+            lambda: curation_ops.supersede(
+                backends,
+                session_of(ctx),
+                memory_id,
+                content=content,
+                description=description,
+                tags=tags,
+                importance=importance,
+            )
+        )
 
     @mcp.tool(structured_output=True)
     async def task_decide(task_id: str, decision: str, ctx: Context) -> dict[str, Any]:

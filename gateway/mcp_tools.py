@@ -62,8 +62,15 @@ def build_mcp(backends: Backends, auth: Authenticator) -> MCPServer:
         """
         return await run(
             lambda: operations.save(
-                backends, session_of(ctx), content=content, description=description, scope=scope,
-                type=type, tags=tags, metadata=metadata, importance=importance,
+                backends,
+                session_of(ctx),
+                content=content,
+                description=description,
+                scope=scope,
+                type=type,
+                tags=tags,
+                metadata=metadata,
+                importance=importance,
             )
         )
 
@@ -82,8 +89,14 @@ def build_mcp(backends: Backends, auth: Authenticator) -> MCPServer:
 
         async def go() -> list[dict[str, Any]]:
             results, degraded = await operations.search(
-                backends, session_of(ctx), query=query, scope=scope, tags=tags, k=k,
-                min_similarity=min_similarity, relative_cutoff=relative_cutoff,
+                backends,
+                session_of(ctx),
+                query=query,
+                scope=scope,
+                tags=tags,
+                k=k,
+                min_similarity=min_similarity,
+                relative_cutoff=relative_cutoff,
             )
             if degraded:
                 # Never silently half-answer: say what was missing in every result.

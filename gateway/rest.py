@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -29,6 +30,14 @@ class SearchBody(BaseModel):
     min_similarity: float | None = None
     relative_cutoff: float | None = None
     fusion: str | None = None
+    kinds: list[str] | None = None
+    types: list[str] | None = None
+    repo: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    as_of: datetime | None = None
+    mode: str | None = None
+    include_archived: bool = False
 
 
 def build_router() -> APIRouter:

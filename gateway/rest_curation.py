@@ -91,7 +91,14 @@ def build_router() -> APIRouter:
     ) -> dict[str, Any]:
         backends, session = _session(request)
         return await curation_ops.query_records(
-            backends, session, scopes=scope, types=type, since=since, until=until, thread_id=thread_id, limit=limit
+            backends,
+            session,
+            scopes=scope,
+            types=type,
+            since=since,
+            until=until,
+            thread_id=thread_id,
+            limit=limit,
         )
 
     @router.post("/records/query")
@@ -105,12 +112,16 @@ def build_router() -> APIRouter:
         return await curation_ops.rebuild(backends, session, scopes=body.scopes, check=body.check)
 
     @router.get("/records/state/{kind}/{key}")
-    async def state_current(kind: str, key: str, request: Request, scope: str | None = None) -> dict[str, Any]:
+    async def state_current(
+        kind: str, key: str, request: Request, scope: str | None = None
+    ) -> dict[str, Any]:
         backends, session = _session(request)
         return await curation_ops.state(backends, session, kind, key, scope=scope, history=False)
 
     @router.get("/records/state/{kind}/{key}/history")
-    async def state_history(kind: str, key: str, request: Request, scope: str | None = None) -> dict[str, Any]:
+    async def state_history(
+        kind: str, key: str, request: Request, scope: str | None = None
+    ) -> dict[str, Any]:
         backends, session = _session(request)
         return await curation_ops.state(backends, session, kind, key, scope=scope, history=True)
 

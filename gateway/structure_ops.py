@@ -3,7 +3,6 @@ repo, check the grant for loads, call the service, and shape the answer as JSON.
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 from gateway.auth import Session
@@ -14,22 +13,11 @@ from hypermnesia.structure_glob import normalize_path
 from hypermnesia.structure_map import MAX_SOURCE_BYTES, check_repo
 from hypermnesia.v1 import common_pb2, structure_pb2, structure_pb2_grpc
 
-_STUBS: weakref.WeakKeyDictionary[Backends, tuple[Any, Any]] = weakref.WeakKeyDictionary()
-
 
 def _stubs(
     backends: Backends,
 ) -> tuple[structure_pb2_grpc.StructureStub, structure_pb2_grpc.StructureAdminStub]:
-    """Structure reads ride the retrieval channel, loads the curation channel (the services that
-    serve them), so no extra connections are opened."""
-    if backends not in _STUBS:
-        # Backends opens [retrieval, curation] in that order; it has no public channel accessor.
-        retrieval_channel, curation_channel = backends._channels[0], backends._channels[1]
-        _STUBS[backends] = (
-            structure_pb2_grpc.StructureStub(retrieval_channel),
-            structure_pb2_grpc.StructureAdminStub(curation_channel),
-        )
-    return _STUBS[backends]
+    return backends.structure, backends.structure_admin
 
 
 def repo_for(session: Session, repo: str | None) -> str:

@@ -91,7 +91,12 @@ def cmd_up(args: argparse.Namespace) -> None:
 
 
 # Each area adds its own subcommands (admin, eval, bench, ...) through `register(subparsers)`.
-COMMAND_MODULES = ("services.embedder.commands", "services.retrieval.commands", "services.curation.commands")
+COMMAND_MODULES = (
+    "services.embedder.commands",
+    "services.retrieval.commands",
+    "services.retrieval.structure_commands",
+    "services.curation.commands",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

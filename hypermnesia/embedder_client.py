@@ -1,4 +1,7 @@
-"""The client side of the Embedder contract, used by retrieval and curation."""
+"""The client side of the Embedder contract, used by retrieval and curation.
+
+One address or several (`a:1,b:2`, or a DNS name with several records): calls are spread round
+robin across the replicas with deadlines and keepalive (hypermnesia.grpc_client)."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import logging
 import grpc
 import numpy as np
 
-from hypermnesia.errors import InvalidArgument, StartupError, Unavailable
+from hypermnesia.errors import FailedPrecondition, InvalidArgument, StartupError, Unavailable
 from hypermnesia.grpc_client import open_channel
 from hypermnesia.v1 import embedder_pb2, embedder_pb2_grpc
 
@@ -16,6 +19,10 @@ log = logging.getLogger(__name__)
 
 QUERY = embedder_pb2.INPUT_TYPE_QUERY
 DOCUMENT = embedder_pb2.INPUT_TYPE_DOCUMENT
+
+# A full queue clears in tens of milliseconds at a few hundred texts per second.
+_BUSY_BACKOFF_S = 0.02
+_BUSY_BACKOFF_MAX_S = 0.5
 
 
 class EmbedderClient:
@@ -50,7 +57,9 @@ class EmbedderClient:
             response = await self._stub.Embed(
                 embedder_pb2.EmbedRequest(texts=texts, input_type=input_type),
                 timeout=timeout_s,
-                wait_for_ready=True,
+                # A query waits (within its short deadline) for a reconnecting embedder; a write
+                # fails fast instead, so a stopped embedder is a prompt "unavailable", not a hang.
+                wait_for_ready=input_type == QUERY,
             )
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
@@ -72,6 +81,21 @@ class EmbedderClient:
         except grpc.aio.AioRpcError as exc:
             raise Unavailable(f"the embedder is unavailable ({exc.code().name})") from exc
         return list(response.counts)
+
+    async def rerank(self, query: str, documents: list[str], timeout_s: float) -> np.ndarray:
+        """Cross-encoder scores in 0..1, one per document in order. Raises FailedPrecondition when
+        the embedder has no reranker (HM_RERANK_MODEL_DIR unset), Unavailable when it cannot answer."""
+        try:
+            response = await self._stub.Rerank(
+                embedder_pb2.RerankRequest(query=query, documents=documents), timeout=timeout_s
+            )
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
+                raise FailedPrecondition(exc.details() or "reranking is off") from exc
+            if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                raise InvalidArgument(exc.details() or "the embedder refused the input") from exc
+            raise Unavailable(f"the embedder is unavailable ({exc.code().name})") from exc
+        return np.asarray(response.scores, dtype=np.float32)
 
     async def close(self) -> None:
         await self._channel.close()

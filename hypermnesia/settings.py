@@ -127,7 +127,8 @@ class EmbedderClientSettings(CommonSettings):
 class RetrievalSettings(EmbedderClientSettings):
     retrieval_port: Port = DEFAULT_RETRIEVAL_PORT
     retrieval_metrics_port: Port = 9102
-    search_min_similarity: Fraction = 0.25
+    # MiniLM scale: unrelated text ~0.0-0.1, related 0.2-0.5 (re-tune on a model swap).
+    search_min_similarity: Fraction = 0.15
     search_relative_cutoff: Fraction = 0.15
     hybrid_search: bool = True
     hybrid_lexical_boost: Fraction = 0.10

@@ -184,10 +184,17 @@ async def test_overload_answers_resource_exhausted_at_once(onnx_provider: OnnxPr
                 assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
                 assert "HM_EMBED_MAX_QUEUE" in (err.value.details() or "")
                 assert metric("hm_embed_rejected_total") == rejected_before + 1
+                # The shared client backs off and retries a busy embedder while its deadline allows.
+                client = EmbedderClient(address)
+                patient = asyncio.create_task(client.embed(["patient"], DOCUMENT, 20))
+                await asyncio.sleep(0.3)
+                assert not patient.done()
                 gated.gate.set()
                 assert len((await held).vectors) == 384 * 4
                 for reply in await asyncio.gather(*queued):
                     assert len(reply.vectors) == 2 * 384 * 4
+                assert (await patient).shape == (1, 384)
+                await client.close()
             finally:
                 gated.gate.set()
 

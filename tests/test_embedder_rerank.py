@@ -14,6 +14,7 @@ import pytest
 from safetensors.numpy import save_file
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
 
+from hypermnesia.embedder_client import EmbedderClient
 from hypermnesia.settings import EmbedderSettings
 from hypermnesia.v1 import embedder_pb2, embedder_pb2_grpc
 from services.embedder.server import running
@@ -144,6 +145,11 @@ async def test_rerank_matches_the_numpy_reference(rerank_embedder: str, cross_en
         reply = await stub.Rerank(embedder_pb2.RerankRequest(query=query, documents=documents), timeout=30)
         empty = await stub.Rerank(embedder_pb2.RerankRequest(query=query, documents=[]), timeout=30)
     assert reply.model_id == "test/tiny-cross-encoder" and list(empty.scores) == []
+    client = EmbedderClient(rerank_embedder)
+    try:
+        assert np.allclose(await client.rerank(query, documents, 10), reply.scores)
+    finally:
+        await client.close()
 
     tokenizer = Tokenizer.from_file(str(cross_encoder / "tokenizer.json"))
     tokenizer.enable_truncation(max_length=24, strategy="longest_first")

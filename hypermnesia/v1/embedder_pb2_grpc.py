@@ -27,6 +27,7 @@ if _version_not_supported:
 
 class EmbedderStub:
     """CPU inference: sentence embeddings, cross-encoder scores, token counts.
+    Concurrent Embed calls are micro-batched together server-side, so callers need not batch.
     """
 
     def __init__(self, channel):
@@ -59,10 +60,14 @@ class EmbedderStub:
 
 class EmbedderServicer:
     """CPU inference: sentence embeddings, cross-encoder scores, token counts.
+    Concurrent Embed calls are micro-batched together server-side, so callers need not batch.
     """
 
     def Embed(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """At most HM_EMBED_MAX_TEXTS texts per call (INVALID_ARGUMENT above it); longer texts are
+        truncated to the model's max_tokens, not refused. RESOURCE_EXHAUSTED when the queue is full:
+        retry with backoff or on another replica.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -118,6 +123,7 @@ def add_EmbedderServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class Embedder:
     """CPU inference: sentence embeddings, cross-encoder scores, token counts.
+    Concurrent Embed calls are micro-batched together server-side, so callers need not batch.
     """
 
     @staticmethod

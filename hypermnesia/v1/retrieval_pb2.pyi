@@ -95,3 +95,146 @@ class GetRequest(_message.Message):
     caller: _common_pb2.Caller
     id: str
     def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., id: _Optional[str] = ...) -> None: ...
+
+class ListRequest(_message.Message):
+    __slots__ = ("caller", "scopes", "tags", "limit", "offset", "include_archived", "full", "kinds", "types", "as_of")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_ARCHIVED_FIELD_NUMBER: _ClassVar[int]
+    FULL_FIELD_NUMBER: _ClassVar[int]
+    KINDS_FIELD_NUMBER: _ClassVar[int]
+    TYPES_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    caller: _common_pb2.Caller
+    scopes: _containers.RepeatedScalarFieldContainer[str]
+    tags: _containers.RepeatedScalarFieldContainer[str]
+    limit: int
+    offset: int
+    include_archived: bool
+    full: bool
+    kinds: _containers.RepeatedScalarFieldContainer[str]
+    types: _containers.RepeatedScalarFieldContainer[str]
+    as_of: _timestamp_pb2.Timestamp
+    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., scopes: _Optional[_Iterable[str]] = ..., tags: _Optional[_Iterable[str]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., include_archived: _Optional[bool] = ..., full: _Optional[bool] = ..., kinds: _Optional[_Iterable[str]] = ..., types: _Optional[_Iterable[str]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListResponse(_message.Message):
+    __slots__ = ("memories", "total")
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    memories: _containers.RepeatedCompositeFieldContainer[_common_pb2.Memory]
+    total: int
+    def __init__(self, memories: _Optional[_Iterable[_Union[_common_pb2.Memory, _Mapping]]] = ..., total: _Optional[int] = ...) -> None: ...
+
+class LineageResponse(_message.Message):
+    __slots__ = ("memories",)
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    memories: _containers.RepeatedCompositeFieldContainer[_common_pb2.Memory]
+    def __init__(self, memories: _Optional[_Iterable[_Union[_common_pb2.Memory, _Mapping]]] = ...) -> None: ...
+
+class StatsRequest(_message.Message):
+    __slots__ = ("caller", "scopes", "days")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    DAYS_FIELD_NUMBER: _ClassVar[int]
+    caller: _common_pb2.Caller
+    scopes: _containers.RepeatedScalarFieldContainer[str]
+    days: int
+    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., scopes: _Optional[_Iterable[str]] = ..., days: _Optional[int] = ...) -> None: ...
+
+class ScopeCount(_message.Message):
+    __slots__ = ("scope", "live", "archived", "superseded")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    LIVE_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVED_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
+    scope: str
+    live: int
+    archived: int
+    superseded: int
+    def __init__(self, scope: _Optional[str] = ..., live: _Optional[int] = ..., archived: _Optional[int] = ..., superseded: _Optional[int] = ...) -> None: ...
+
+class StatsResponse(_message.Message):
+    __slots__ = ("scopes", "days", "searches", "empty_rate", "avg_hits", "avg_top_score", "p50_ms", "p95_ms", "p99_ms", "degraded_rate", "recent_misses")
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    DAYS_FIELD_NUMBER: _ClassVar[int]
+    SEARCHES_FIELD_NUMBER: _ClassVar[int]
+    EMPTY_RATE_FIELD_NUMBER: _ClassVar[int]
+    AVG_HITS_FIELD_NUMBER: _ClassVar[int]
+    AVG_TOP_SCORE_FIELD_NUMBER: _ClassVar[int]
+    P50_MS_FIELD_NUMBER: _ClassVar[int]
+    P95_MS_FIELD_NUMBER: _ClassVar[int]
+    P99_MS_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_RATE_FIELD_NUMBER: _ClassVar[int]
+    RECENT_MISSES_FIELD_NUMBER: _ClassVar[int]
+    scopes: _containers.RepeatedCompositeFieldContainer[ScopeCount]
+    days: int
+    searches: int
+    empty_rate: float
+    avg_hits: float
+    avg_top_score: float
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    degraded_rate: float
+    recent_misses: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, scopes: _Optional[_Iterable[_Union[ScopeCount, _Mapping]]] = ..., days: _Optional[int] = ..., searches: _Optional[int] = ..., empty_rate: _Optional[float] = ..., avg_hits: _Optional[float] = ..., avg_top_score: _Optional[float] = ..., p50_ms: _Optional[float] = ..., p95_ms: _Optional[float] = ..., p99_ms: _Optional[float] = ..., degraded_rate: _Optional[float] = ..., recent_misses: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ContextRequest(_message.Message):
+    __slots__ = ("caller", "scopes", "query", "path", "repo", "mode", "thread_id", "budgets")
+    class BudgetsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    REPO_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    BUDGETS_FIELD_NUMBER: _ClassVar[int]
+    caller: _common_pb2.Caller
+    scopes: _containers.RepeatedScalarFieldContainer[str]
+    query: str
+    path: str
+    repo: str
+    mode: str
+    thread_id: str
+    budgets: _containers.ScalarMap[str, int]
+    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., scopes: _Optional[_Iterable[str]] = ..., query: _Optional[str] = ..., path: _Optional[str] = ..., repo: _Optional[str] = ..., mode: _Optional[str] = ..., thread_id: _Optional[str] = ..., budgets: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class ContextLayer(_message.Message):
+    __slots__ = ("name", "text", "tokens", "budget", "cited_ids", "dropped")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
+    CITED_IDS_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    text: str
+    tokens: int
+    budget: int
+    cited_ids: _containers.RepeatedScalarFieldContainer[str]
+    dropped: int
+    def __init__(self, name: _Optional[str] = ..., text: _Optional[str] = ..., tokens: _Optional[int] = ..., budget: _Optional[int] = ..., cited_ids: _Optional[_Iterable[str]] = ..., dropped: _Optional[int] = ...) -> None: ...
+
+class ContextResponse(_message.Message):
+    __slots__ = ("layers", "total_tokens", "mode", "mode_reason", "degraded")
+    LAYERS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    MODE_REASON_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_FIELD_NUMBER: _ClassVar[int]
+    layers: _containers.RepeatedCompositeFieldContainer[ContextLayer]
+    total_tokens: int
+    mode: str
+    mode_reason: str
+    degraded: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, layers: _Optional[_Iterable[_Union[ContextLayer, _Mapping]]] = ..., total_tokens: _Optional[int] = ..., mode: _Optional[str] = ..., mode_reason: _Optional[str] = ..., degraded: _Optional[_Iterable[str]] = ...) -> None: ...

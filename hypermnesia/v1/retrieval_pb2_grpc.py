@@ -46,6 +46,26 @@ class RetrievalStub:
                 request_serializer=hypermnesia_dot_v1_dot_retrieval__pb2.GetRequest.SerializeToString,
                 response_deserializer=hypermnesia_dot_v1_dot_common__pb2.Memory.FromString,
                 _registered_method=True)
+        self.List = channel.unary_unary(
+                '/hypermnesia.v1.Retrieval/List',
+                request_serializer=hypermnesia_dot_v1_dot_retrieval__pb2.ListRequest.SerializeToString,
+                response_deserializer=hypermnesia_dot_v1_dot_retrieval__pb2.ListResponse.FromString,
+                _registered_method=True)
+        self.Lineage = channel.unary_unary(
+                '/hypermnesia.v1.Retrieval/Lineage',
+                request_serializer=hypermnesia_dot_v1_dot_retrieval__pb2.GetRequest.SerializeToString,
+                response_deserializer=hypermnesia_dot_v1_dot_retrieval__pb2.LineageResponse.FromString,
+                _registered_method=True)
+        self.Stats = channel.unary_unary(
+                '/hypermnesia.v1.Retrieval/Stats',
+                request_serializer=hypermnesia_dot_v1_dot_retrieval__pb2.StatsRequest.SerializeToString,
+                response_deserializer=hypermnesia_dot_v1_dot_retrieval__pb2.StatsResponse.FromString,
+                _registered_method=True)
+        self.AssembleContext = channel.unary_unary(
+                '/hypermnesia.v1.Retrieval/AssembleContext',
+                request_serializer=hypermnesia_dot_v1_dot_retrieval__pb2.ContextRequest.SerializeToString,
+                response_deserializer=hypermnesia_dot_v1_dot_retrieval__pb2.ContextResponse.FromString,
+                _registered_method=True)
 
 
 class RetrievalServicer:
@@ -64,6 +84,34 @@ class RetrievalServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def List(self, request, context):
+        """An index of memories, newest first; bodies only when `full` (seed 001's memory_list).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Lineage(self, request, context):
+        """The supersede chain through a memory, oldest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Stats(self, request, context):
+        """Store size per scope and recall health from search_log (seed 001's memory_stats).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AssembleContext(self, request, context):
+        """The layered context block for a session or a question (seed 002), within token budgets.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetrievalServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -76,6 +124,26 @@ def add_RetrievalServicer_to_server(servicer, server):
                     servicer.Get,
                     request_deserializer=hypermnesia_dot_v1_dot_retrieval__pb2.GetRequest.FromString,
                     response_serializer=hypermnesia_dot_v1_dot_common__pb2.Memory.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=hypermnesia_dot_v1_dot_retrieval__pb2.ListRequest.FromString,
+                    response_serializer=hypermnesia_dot_v1_dot_retrieval__pb2.ListResponse.SerializeToString,
+            ),
+            'Lineage': grpc.unary_unary_rpc_method_handler(
+                    servicer.Lineage,
+                    request_deserializer=hypermnesia_dot_v1_dot_retrieval__pb2.GetRequest.FromString,
+                    response_serializer=hypermnesia_dot_v1_dot_retrieval__pb2.LineageResponse.SerializeToString,
+            ),
+            'Stats': grpc.unary_unary_rpc_method_handler(
+                    servicer.Stats,
+                    request_deserializer=hypermnesia_dot_v1_dot_retrieval__pb2.StatsRequest.FromString,
+                    response_serializer=hypermnesia_dot_v1_dot_retrieval__pb2.StatsResponse.SerializeToString,
+            ),
+            'AssembleContext': grpc.unary_unary_rpc_method_handler(
+                    servicer.AssembleContext,
+                    request_deserializer=hypermnesia_dot_v1_dot_retrieval__pb2.ContextRequest.FromString,
+                    response_serializer=hypermnesia_dot_v1_dot_retrieval__pb2.ContextResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -133,6 +201,114 @@ class Retrieval:
             '/hypermnesia.v1.Retrieval/Get',
             hypermnesia_dot_v1_dot_retrieval__pb2.GetRequest.SerializeToString,
             hypermnesia_dot_v1_dot_common__pb2.Memory.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hypermnesia.v1.Retrieval/List',
+            hypermnesia_dot_v1_dot_retrieval__pb2.ListRequest.SerializeToString,
+            hypermnesia_dot_v1_dot_retrieval__pb2.ListResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Lineage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hypermnesia.v1.Retrieval/Lineage',
+            hypermnesia_dot_v1_dot_retrieval__pb2.GetRequest.SerializeToString,
+            hypermnesia_dot_v1_dot_retrieval__pb2.LineageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Stats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hypermnesia.v1.Retrieval/Stats',
+            hypermnesia_dot_v1_dot_retrieval__pb2.StatsRequest.SerializeToString,
+            hypermnesia_dot_v1_dot_retrieval__pb2.StatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AssembleContext(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hypermnesia.v1.Retrieval/AssembleContext',
+            hypermnesia_dot_v1_dot_retrieval__pb2.ContextRequest.SerializeToString,
+            hypermnesia_dot_v1_dot_retrieval__pb2.ContextResponse.FromString,
             options,
             channel_credentials,
             insecure,

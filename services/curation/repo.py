@@ -39,12 +39,29 @@ async def nearest_active(
     return (row, float(row["similarity"])) if row else None
 
 
+# Above this many rows a batch is copied into a temporary table and inserted with one statement:
+# the store's statement-level triggers (retrieval's lexical statistics) then run once, not per row.
+_COPY_FROM = 16
+
+
 async def insert_memories(
     conn: asyncpg.Connection, rows: Sequence[Mapping[str, Any]], vectors: Sequence[np.ndarray | None]
 ) -> None:
-    """Insert complete memories (every column of memory_fields.COLUMNS) with their vectors."""
-    await conn.executemany(
-        _INSERT, [(*memory_fields.db_args(row), vec) for row, vec in zip(rows, vectors, strict=True)]
+    """Insert complete memories (every column of memory_fields.COLUMNS) with their vectors. Must
+    run inside a transaction (the staging table lives until its commit)."""
+    args = [(*memory_fields.db_args(row), vec) for row, vec in zip(rows, vectors, strict=True)]
+    if len(args) < _COPY_FROM:
+        await conn.executemany(_INSERT, args)
+        return
+    columns = [*memory_fields.COLUMNS, "embedding"]
+    await conn.execute(
+        "CREATE TEMP TABLE memories_incoming ON COMMIT DROP AS"
+        f" SELECT {', '.join(columns)} FROM memories WITH NO DATA"
+    )
+    await conn.copy_records_to_table("memories_incoming", records=args, columns=columns)
+    await conn.execute(
+        f"INSERT INTO memories ({', '.join(columns)}) SELECT {', '.join(columns)} FROM memories_incoming;"
+        " DROP TABLE memories_incoming"
     )
 
 

@@ -55,7 +55,7 @@ async def running(settings: CurationSettings) -> AsyncIterator[tuple[grpc.aio.Se
         settings.curation_port,
     )
     await server.start()
-    await mark_serving(health, [SERVICE_NAME])
+    await mark_serving(health, [SERVICE_NAME, structure_load.SERVICE_NAME])
     sweeper = None
     if settings.forget_sweep_hours > 0:
         sweeper = asyncio.create_task(curation.forgetter.run_sweeps(settings.forget_sweep_hours))

@@ -36,7 +36,9 @@ class SentenceTransformersProvider:
         self.model.max_seq_length = max_tokens
         self.tokenizer: Any = self.model.tokenizer
         self.max_tokens = max_tokens
-        dimension = int(self.model.get_sentence_embedding_dimension())
+        # sentence-transformers 6 renamed the method (the old name warns); accept both.
+        dimension_of = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        dimension = int(dimension_of())
         self.info = ProviderInfo(
             provider="sentence_transformers",
             model_id=model_id_for(folder, model_dir is None),

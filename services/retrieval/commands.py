@@ -22,15 +22,20 @@ def cmd_eval(args: argparse.Namespace) -> None:
     configure_logging("WARNING")
     fusions = list(FUSIONS) if args.fusion == "all" else [args.fusion]
     results = run_async(
-        lambda: evaluate(args.dataset, fusions, Path(args.data_dir), settings.database_url,
-                         concurrency=args.concurrency)
+        lambda: evaluate(
+            args.dataset, fusions, Path(args.data_dir), settings.database_url, concurrency=args.concurrency
+        )
     )
     if results is None:
         raise SystemExit(1)
     if args.json:
-        print(json.dumps([r.__dict__ | {"queries_per_second": r.queries_per_second} for r in results], indent=2))
+        print(
+            json.dumps([r.__dict__ | {"queries_per_second": r.queries_per_second} for r in results], indent=2)
+        )
     else:
-        print(f"{args.dataset}: {results[0].questions} questions, k={100 if args.dataset == 'scifact' else 10}")
+        print(
+            f"{args.dataset}: {results[0].questions} questions, k={100 if args.dataset == 'scifact' else 10}"
+        )
         print(format_table(args.dataset, results))
 
 
@@ -38,8 +43,30 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     ev = sub.add_parser("eval", help="retrieval quality on LoCoMo or SciFact through the real service path")
     ev.add_argument("--dataset", choices=("locomo", "scifact"), required=True)
     ev.add_argument("--fusion", choices=(*FUSIONS, "all"), default="all")
-    ev.add_argument("--data-dir", default=str(_default_data_dir()),
-                    help="folder holding locomo/ and scifact/ (default: ../shared/data)")
+    ev.add_argument(
+        "--data-dir",
+        default=str(_default_data_dir()),
+        help="folder holding locomo/ and scifact/ (default: ../shared/data)",
+    )
     ev.add_argument("--concurrency", type=int, default=8)
     ev.add_argument("--json", action="store_true")
     ev.set_defaults(func=cmd_eval)
+    register_bench(bench)
+
+
+def cmd_bench_search(args: argparse.Namespace) -> None:
+    from hypermnesia.cli import configure_logging, load_settings
+    from hypermnesia.settings import CommonSettings
+    from services.retrieval.bench import main
+
+    settings = load_settings(CommonSettings)
+    configure_logging("WARNING")
+    main(args.memories, args.queries, settings.database_url, args.json)
+
+
+def register_bench(bench: argparse._SubParsersAction) -> None:
+    b = bench.add_parser("search", help="search latency (gRPC and REST) and ANN recall on a synthetic store")
+    b.add_argument("--memories", type=int, default=10_000)
+    b.add_argument("--queries", type=int, default=200)
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_bench_search)

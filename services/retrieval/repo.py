@@ -80,7 +80,7 @@ strongest AS (
 ),
 expanded AS (
     SELECT n.id FROM strongest s JOIN memories m ON m.id = s.id,
-    LATERAL (SELECT {_neighbour('<')} AS id UNION ALL SELECT {_neighbour('>')}) n
+    LATERAL (SELECT {_neighbour("<")} AS id UNION ALL SELECT {_neighbour(">")}) n
     WHERE m.thread_id IS NOT NULL AND n.id IS NOT NULL
 ),
 pool AS (
@@ -90,8 +90,8 @@ SELECT {_M_COLUMNS},
        1 - (m.embedding <=> $6) AS similarity,
        CASE WHEN tsq.any_term IS NOT NULL AND m.search_tsv @@ tsq.any_term THEN {_BM25} ELSE 0 END AS bm25,
        (numnode(tsq.all_terms) > 0 AND m.search_tsv @@ tsq.all_terms) AS all_terms,
-       {_neighbour('<')} AS prev_id,
-       {_neighbour('>')} AS next_id,
+       {_neighbour("<")} AS prev_id,
+       {_neighbour(">")} AS next_id,
        (SELECT count(*) FROM dense) AS dense_count,
        (SELECT count(*) FROM lexical) AS lexical_count
 FROM pool p JOIN memories m ON m.id = p.id, tsq, idf, corpus
@@ -112,8 +112,8 @@ SELECT {_M_COLUMNS},
        NULL::float8 AS similarity,
        l.bm25,
        (numnode(tsq.all_terms) > 0 AND m.search_tsv @@ tsq.all_terms) AS all_terms,
-       {_neighbour('<')} AS prev_id,
-       {_neighbour('>')} AS next_id,
+       {_neighbour("<")} AS prev_id,
+       {_neighbour(">")} AS next_id,
        0 AS dense_count,
        (SELECT count(*) FROM lexical) AS lexical_count
 FROM lexical l JOIN memories m ON m.id = l.id, tsq
@@ -160,7 +160,15 @@ async def log_search(pool: asyncpg.Pool, entry: dict) -> None:
     await pool.execute(
         "INSERT INTO search_log (principal, scopes, query, k, candidates, hits, top_score, top_similarity,"
         " latency_ms, stage_ms, degraded) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10::jsonb,$11)",
-        entry["principal"], entry["scopes"], entry["query"], entry["k"], entry["candidates"],
-        entry["hits"], entry["top_score"], entry["top_similarity"], entry["latency_ms"],
-        entry["stage_ms"], entry["degraded"],
+        entry["principal"],
+        entry["scopes"],
+        entry["query"],
+        entry["k"],
+        entry["candidates"],
+        entry["hits"],
+        entry["top_score"],
+        entry["top_similarity"],
+        entry["latency_ms"],
+        entry["stage_ms"],
+        entry["degraded"],
     )

@@ -135,7 +135,9 @@ def blend(candidates: list[Candidate], w: Weights, now: datetime | None = None) 
         )
 
 
-def apply_gates(candidates: list[Candidate], min_similarity: float, relative_cutoff: float) -> list[Candidate]:
+def apply_gates(
+    candidates: list[Candidate], min_similarity: float, relative_cutoff: float
+) -> list[Candidate]:
     """Seed 001's gates. The absolute floor drops hits whose cosine is below `min_similarity`; the
     relative cutoff drops hits more than `relative_cutoff` below the best similarity. Hits that
     contain every query word bypass both. Flat results (nothing stands out by the cutoff) are not

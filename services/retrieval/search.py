@@ -140,15 +140,24 @@ class Searcher:
         cq = repo.CandidateQuery(
             query=q.query if self.settings.hybrid_search or vector is None else "",
             prefilter=Prefilter(
-                scopes=q.scopes, tags=q.tags, kinds=q.kinds, types=q.types, repo=q.repo,
-                since=q.since, until=q.until, as_of=q.as_of, include_archived=q.include_archived,
+                scopes=q.scopes,
+                tags=q.tags,
+                kinds=q.kinds,
+                types=q.types,
+                repo=q.repo,
+                since=q.since,
+                until=q.until,
+                as_of=q.as_of,
+                include_archived=q.include_archived,
             ),
             depth=max(self.settings.search_candidates, q.k),
             expansion=self.settings.search_context_expansion,
             k1=self.settings.bm25_k1,
             b=self.settings.bm25_b,
         )
-        rows = await repo.candidates(self.pool, cq, vector, ef_search=max(self.settings.hnsw_ef_search, cq.depth))
+        rows = await repo.candidates(
+            self.pool, cq, vector, ef_search=max(self.settings.hnsw_ef_search, cq.depth)
+        )
         stages["candidates_ms"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
         candidates = [

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from contextlib import asynccontextmanager
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import grpc
 
@@ -13,8 +13,10 @@ from hypermnesia.grpc_server import create_server, mark_serving, run_until_signa
 from hypermnesia.settings import RetrievalSettings
 from hypermnesia.v1 import retrieval_pb2, retrieval_pb2_grpc
 from services.retrieval import structure
+from services.retrieval.context import ContextAssembler
 from services.retrieval.search import Searcher
 from services.retrieval.servicer import RetrievalServicer
+from services.retrieval.structure import StructureServicer
 
 log = logging.getLogger(__name__)
 
@@ -29,14 +31,20 @@ async def running(settings: RetrievalSettings) -> AsyncIterator[tuple[grpc.aio.S
     searcher = Searcher(store.pool, embedder, settings)
     server, port, health = create_server(
         [
-            (retrieval_pb2_grpc.add_RetrievalServicer_to_server, RetrievalServicer(searcher), SERVICE_NAME),
+            (
+                retrieval_pb2_grpc.add_RetrievalServicer_to_server,
+                RetrievalServicer(
+                    searcher, ContextAssembler(store.pool, searcher, embedder, StructureServicer(store.pool))
+                ),
+                SERVICE_NAME,
+            ),
             structure.registration(store.pool),
         ],
         settings.host,
         settings.retrieval_port,
     )
     await server.start()
-    await mark_serving(health, [SERVICE_NAME])
+    await mark_serving(health, [SERVICE_NAME, structure.SERVICE_NAME])
     log.info("retrieval serving on %s:%d", settings.host, port)
     try:
         yield server, port, searcher

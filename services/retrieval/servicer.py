@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
 
+from hypermnesia import validation
 from hypermnesia.errors import InvalidArgument, NotFound
 from hypermnesia.memory_rows import memory_from_row
-from hypermnesia.scopes import permits
+from hypermnesia.scopes import permits, require
 from hypermnesia.v1 import common_pb2, retrieval_pb2, retrieval_pb2_grpc
-from services.retrieval import repo
+from services.retrieval import reads, repo
+from services.retrieval.context import ContextAssembler, ContextInput
+from services.retrieval.filters import Prefilter
 from services.retrieval.search import Searcher, SearchInput
+
+DEFAULT_LIST_LIMIT = 50
+DEFAULT_STATS_DAYS = 7
 
 
 def _time(request: Any, name: str) -> datetime | None:
@@ -30,8 +36,9 @@ def parse_id(value: str) -> uuid.UUID:
 
 
 class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
-    def __init__(self, searcher: Searcher) -> None:
+    def __init__(self, searcher: Searcher, assembler: ContextAssembler) -> None:
         self.searcher = searcher
+        self.assembler = assembler
 
     async def Search(
         self, request: retrieval_pb2.SearchRequest, context: grpc.aio.ServicerContext
@@ -79,9 +86,122 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
             ),
         )
 
-    async def Get(self, request: retrieval_pb2.GetRequest, context: grpc.aio.ServicerContext) -> common_pb2.Memory:
+    async def Get(
+        self, request: retrieval_pb2.GetRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.Memory:
         row = await repo.get_memory(self.searcher.pool, parse_id(request.id))
         # A memory outside the caller's scopes is reported exactly like a missing one.
         if row is None or not permits(request.caller.grants, row["scope"]):
             raise NotFound(f"no memory {request.id} in your scopes")
         return memory_from_row(row)
+
+    def _scopes(self, caller: common_pb2.Caller, scopes: list[str]) -> list[str]:
+        if not scopes:
+            raise InvalidArgument("no scope to read; name a scope or grant the token one")
+        for scope in scopes:
+            validation.check_scope(scope)
+        require(caller.grants, scopes)
+        return scopes
+
+    async def List(
+        self, request: retrieval_pb2.ListRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.ListResponse:
+        scopes = self._scopes(request.caller, list(request.scopes))
+        limit = request.limit or DEFAULT_LIST_LIMIT
+        if not 1 <= limit <= reads.MAX_LIST_LIMIT:
+            raise InvalidArgument(f"limit must be between 1 and {reads.MAX_LIST_LIMIT}")
+        if request.offset < 0:
+            raise InvalidArgument("offset must not be negative")
+        for kind in request.kinds:
+            validation.check_kind(kind)
+        prefilter = Prefilter(
+            scopes=scopes,
+            tags=list(request.tags),
+            kinds=list(request.kinds),
+            types=list(request.types),
+            as_of=_time(request, "as_of"),
+            include_archived=request.include_archived,
+        )
+        page = await reads.list_memories(self.searcher.pool, prefilter, limit, request.offset)
+        memories = []
+        for row in page.rows:
+            memory = memory_from_row(row)
+            if not request.full:
+                memory.content = ""  # an index: descriptions and metadata, bodies on request
+            memories.append(memory)
+        return retrieval_pb2.ListResponse(memories=memories, total=page.total)
+
+    async def Lineage(
+        self, request: retrieval_pb2.GetRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.LineageResponse:
+        rows = await reads.lineage(self.searcher.pool, parse_id(request.id))
+        visible = [r for r in rows if permits(request.caller.grants, r["scope"])]
+        if not visible:
+            raise NotFound(f"no memory {request.id} in your scopes")
+        return retrieval_pb2.LineageResponse(memories=[memory_from_row(r) for r in visible])
+
+    async def Stats(
+        self, request: retrieval_pb2.StatsRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.StatsResponse:
+        scopes = self._scopes(request.caller, list(request.scopes))
+        days = request.days or DEFAULT_STATS_DAYS
+        if not 1 <= days <= 3650:
+            raise InvalidArgument("days must be between 1 and 3650")
+        since = datetime.now(UTC) - timedelta(days=days)
+        counts = await reads.scope_counts(self.searcher.pool, scopes)
+        health = await reads.search_health(self.searcher.pool, scopes, since)
+        return retrieval_pb2.StatsResponse(
+            scopes=[
+                retrieval_pb2.ScopeCount(
+                    scope=r["scope"], live=r["live"], archived=r["archived"], superseded=r["superseded"]
+                )
+                for r in counts
+            ],
+            days=days,
+            searches=health["searches"],
+            empty_rate=float(health["empty_rate"]),
+            avg_hits=float(health["avg_hits"]),
+            avg_top_score=float(health["avg_top_score"]),
+            p50_ms=float(health["p50"]),
+            p95_ms=float(health["p95"]),
+            p99_ms=float(health["p99"]),
+            degraded_rate=float(health["degraded_rate"]),
+            recent_misses=list(health["misses"]),
+        )
+
+    async def AssembleContext(
+        self, request: retrieval_pb2.ContextRequest, context: grpc.aio.ServicerContext
+    ) -> retrieval_pb2.ContextResponse:
+        scopes = self._scopes(request.caller, list(request.scopes))
+        if request.query:
+            validation.check_query(request.query)
+        layers, mode, reason, degraded = await self.assembler.assemble(
+            ContextInput(
+                principal=request.caller.principal,
+                grants=tuple(request.caller.grants),
+                scopes=scopes,
+                query=request.query,
+                path=request.path,
+                repo=request.repo,
+                mode=request.mode,
+                thread_id=request.thread_id,
+                budgets=dict(request.budgets),
+            )
+        )
+        return retrieval_pb2.ContextResponse(
+            layers=[
+                retrieval_pb2.ContextLayer(
+                    name=layer.name,
+                    text=layer.text,
+                    tokens=layer.tokens,
+                    budget=layer.budget,
+                    cited_ids=layer.cited,
+                    dropped=layer.dropped,
+                )
+                for layer in layers
+            ],
+            total_tokens=sum(layer.tokens for layer in layers),
+            mode=mode,
+            mode_reason=reason,
+            degraded=degraded,
+        )

@@ -46,7 +46,9 @@ class Corpus:
 
 def _need(path: Path) -> Path:
     if not path.exists():
-        raise StartupError(f"{path} not found; pass --data-dir pointing at the folder holding locomo/ and scifact/")
+        raise StartupError(
+            f"{path} not found; pass --data-dir pointing at the folder holding locomo/ and scifact/"
+        )
     return path
 
 
@@ -86,8 +88,12 @@ def load_locomo(data_dir: Path) -> list[Corpus]:
                 ref = normalise_evidence([turn["dia_id"]])[0]
                 # Turns of a session share its date; a second apart keeps their order.
                 corpus.docs.append(
-                    Doc(ref=ref, content=text, thread_id=f"session-{number}",
-                        created_at=start + timedelta(seconds=index))
+                    Doc(
+                        ref=ref,
+                        content=text,
+                        thread_id=f"session-{number}",
+                        created_at=start + timedelta(seconds=index),
+                    )
                 )
         refs = {d.ref for d in corpus.docs}
         for qa in sample["qa"]:
@@ -108,7 +114,9 @@ def load_scifact(data_dir: Path) -> list[Corpus]:
     with _need(folder / "corpus.jsonl").open() as handle:
         for line in handle:
             doc = json.loads(line)
-            corpus.docs.append(Doc(ref=str(doc["_id"]), content=doc["text"], description=doc.get("title", "")))
+            corpus.docs.append(
+                Doc(ref=str(doc["_id"]), content=doc["text"], description=doc.get("title", ""))
+            )
     queries = {}
     with _need(folder / "queries.jsonl").open() as handle:
         for line in handle:

@@ -52,16 +52,22 @@ def _ts(value) -> timestamp_pb2.Timestamp | None:  # type: ignore[no-untyped-def
     return stamp
 
 
-async def _import(stub: curation_pb2_grpc.CurationStub, corpus: datasets.Corpus, scope: str, kind: str,
-                  progress: tqdm) -> dict[str, str]:
+async def _import(
+    stub: curation_pb2_grpc.CurationStub, corpus: datasets.Corpus, scope: str, kind: str, progress: tqdm
+) -> dict[str, str]:
     """Import the corpus; returns memory id -> doc ref."""
     by_id: dict[str, str] = {}
     for start in range(0, len(corpus.docs), IMPORT_BATCH):
         batch = corpus.docs[start : start + IMPORT_BATCH]
         records = [
             curation_pb2.RecordInput(
-                type=kind, scope=scope, content=d.content, description=d.description,
-                source_ref=d.ref, thread_id=d.thread_id, created_at=_ts(d.created_at),
+                type=kind,
+                scope=scope,
+                content=d.content,
+                description=d.description,
+                source_ref=d.ref,
+                thread_id=d.thread_id,
+                created_at=_ts(d.created_at),
             )
             for d in batch
         ]
@@ -74,8 +80,14 @@ async def _import(stub: curation_pb2_grpc.CurationStub, corpus: datasets.Corpus,
     return by_id
 
 
-async def _search_all(stub: retrieval_pb2_grpc.RetrievalStub, corpus: datasets.Corpus, scope: str,
-                      fusion: str, k: int, concurrency: int) -> list[list[str]]:
+async def _search_all(
+    stub: retrieval_pb2_grpc.RetrievalStub,
+    corpus: datasets.Corpus,
+    scope: str,
+    fusion: str,
+    k: int,
+    concurrency: int,
+) -> list[list[str]]:
     """The ranked memory ids of every question (gates off: the metrics judge the ranking)."""
     limit = asyncio.Semaphore(concurrency)
 
@@ -83,8 +95,13 @@ async def _search_all(stub: retrieval_pb2_grpc.RetrievalStub, corpus: datasets.C
         async with limit:
             reply = await stub.Search(
                 retrieval_pb2.SearchRequest(
-                    caller=CALLER, query=question.text, scopes=[scope], k=k, fusion=fusion,
-                    min_similarity=0.0, relative_cutoff=0.0,
+                    caller=CALLER,
+                    query=question.text,
+                    scopes=[scope],
+                    k=k,
+                    fusion=fusion,
+                    min_similarity=0.0,
+                    relative_cutoff=0.0,
                 ),
                 timeout=60,
             )
@@ -93,8 +110,14 @@ async def _search_all(stub: retrieval_pb2_grpc.RetrievalStub, corpus: datasets.C
     return await asyncio.gather(*(one(q) for q in corpus.questions))
 
 
-def _score(dataset: str, corpora: list[datasets.Corpus], ranked: list[list[list[str]]],
-           refs: list[dict[str, str]], fusion: str, seconds: float) -> FusionResult:
+def _score(
+    dataset: str,
+    corpora: list[datasets.Corpus],
+    ranked: list[list[list[str]]],
+    refs: list[dict[str, str]],
+    fusion: str,
+    seconds: float,
+) -> FusionResult:
     rows: dict[str, list[float]] = defaultdict(list)
     per_category: dict[int, list[float]] = defaultdict(list)
     for corpus, runs, mapping in zip(corpora, ranked, refs, strict=True):
@@ -118,8 +141,14 @@ def _score(dataset: str, corpora: list[datasets.Corpus], ranked: list[list[list[
     )
 
 
-async def evaluate(dataset: str, fusions: list[str], data_dir: Path, database_url: str | None,
-                   work_dir: Path | None = None, concurrency: int = 8) -> list[FusionResult]:
+async def evaluate(
+    dataset: str,
+    fusions: list[str],
+    data_dir: Path,
+    database_url: str | None,
+    work_dir: Path | None = None,
+    concurrency: int = 8,
+) -> list[FusionResult]:
     corpora = LOADERS[dataset](data_dir)
     k = 100 if dataset == "scifact" else 10
     with tempfile.TemporaryDirectory(prefix="hm-eval-") as tmp:
@@ -129,10 +158,14 @@ async def evaluate(dataset: str, fusions: list[str], data_dir: Path, database_ur
         try:
             async with (
                 embedder_server(work) as embedder,
-                local_stack(db_url, embedder, work, search_log_enabled=False, search_bump_access=False) as stack,
+                local_stack(
+                    db_url, embedder, work, search_log_enabled=False, search_bump_access=False
+                ) as stack,
             ):
-                async with grpc.aio.insecure_channel(stack.curation_address) as c_chan, \
-                        grpc.aio.insecure_channel(stack.retrieval_address) as r_chan:
+                async with (
+                    grpc.aio.insecure_channel(stack.curation_address) as c_chan,
+                    grpc.aio.insecure_channel(stack.retrieval_address) as r_chan,
+                ):
                     curation = curation_pb2_grpc.CurationStub(c_chan)
                     retrieval = retrieval_pb2_grpc.RetrievalStub(r_chan)
                     total = sum(len(c.docs) for c in corpora)
@@ -143,8 +176,10 @@ async def evaluate(dataset: str, fusions: list[str], data_dir: Path, database_ur
                             for c in corpora
                         ]
                     import_s = time.perf_counter() - started
-                    print(f"imported {total:,} records in {import_s:.1f} s ({total / import_s:.0f} records/s)",
-                          file=sys.stderr)
+                    print(
+                        f"imported {total:,} records in {import_s:.1f} s ({total / import_s:.0f} records/s)",
+                        file=sys.stderr,
+                    )
                     results = []
                     for fusion in fusions:
                         started = time.perf_counter()

@@ -1,0 +1,330 @@
+"""Context assembly (seed 002's layered prompt, plus tiers 0 and 1 from seed 000).
+
+Layers, most stable first, each within its own token budget counted with the embedder's
+tokenizer: procedural, project (core memories + the tier-0 project map), path_rules (tier 1,
+when a path is given), memories (hybrid search, answer or manager mode), documents, recent
+(working memories + the thread's latest turns; never fewer than three turns if any exist).
+Items are ranked, then added whole in rank order while they fit; the rest are counted as dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from hypermnesia.embedder_client import EmbedderClient
+from hypermnesia.errors import HypermnesiaError, InvalidArgument, Unavailable
+from hypermnesia.memory_rows import MEMORY_COLUMNS
+from hypermnesia.v1 import common_pb2, structure_pb2
+from services.retrieval.filters import LIVE
+from services.retrieval.search import Searcher, SearchInput
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BUDGETS = {
+    "procedural": 300,
+    "project": 600,
+    "path_rules": 400,
+    "memories": 1200,
+    "documents": 800,
+    "recent": 1500,
+}
+MAX_LAYER_BUDGET = 32_000
+MIN_RECENT_TURNS = 3
+_STATE_QUESTION = re.compile(
+    r"\b(status|going on|where (were|are) we|next steps?|what('s| is) (left|pending|open)|catch me up|"
+    r"resume|recap|open (tasks|threads))\b",
+    re.I,
+)
+_M_COLUMNS = ", ".join("m." + c.strip() for c in MEMORY_COLUMNS.split(","))
+
+
+@dataclass
+class Layer:
+    name: str
+    budget: int
+    text: str = ""
+    tokens: int = 0
+    cited: list[str] = field(default_factory=list)
+    dropped: int = 0
+
+
+@dataclass(frozen=True)
+class ContextInput:
+    principal: str
+    grants: tuple[str, ...]
+    scopes: list[str]
+    query: str = ""
+    path: str = ""
+    repo: str = ""
+    mode: str = "auto"
+    thread_id: str = ""
+    budgets: dict[str, int] = field(default_factory=dict)
+
+
+def choose_mode(requested: str, query: str) -> tuple[str, str]:
+    if requested in ("answer", "manager"):
+        return requested, "requested"
+    if requested not in ("", "auto"):
+        raise InvalidArgument(f"mode {requested!r} is unknown; use answer, manager or auto")
+    if not query.strip():
+        return "manager", "auto: no query, so the session-start view (what is going on)"
+    if _STATE_QUESTION.search(query):
+        return "manager", "auto: the query asks about state or progress"
+    return "answer", "auto: the query asks for information"
+
+
+def _item(memory_id: Any, description: str, content: str) -> str:
+    head = f"[{str(memory_id)[:8]}]"
+    if description and description != content:
+        return f"- {head} {description}: {content}"
+    return f"- {head} {content}"
+
+
+class TokenCounter:
+    """The embedder's tokenizer; when it cannot answer, a deliberately high estimate so a budget
+    is still never exceeded, and the answer says so."""
+
+    def __init__(self, embedder: EmbedderClient, degraded: list[str]) -> None:
+        self.embedder = embedder
+        self.degraded = degraded
+
+    async def count(self, texts: list[str]) -> list[int]:
+        if not texts:
+            return []
+        try:
+            return await self.embedder.count_tokens(texts, timeout_s=5)
+        except Unavailable:
+            if "token_count_estimated" not in self.degraded:
+                self.degraded.append("token_count_estimated")
+            # WordPiece averages well under one token per 2 characters of English text.
+            return [math.ceil(len(t) / 2) + 1 for t in texts]
+
+
+async def fill(layer: Layer, items: list[tuple[str, str]], counter: TokenCounter, header: str = "") -> None:
+    """Add (id, text) items in order while the layer stays within its budget."""
+    if not items or layer.budget <= 0:
+        layer.dropped = len(items)
+        return
+    texts = [text for _, text in items]
+    counts = await counter.count([header, *texts]) if header else [0, *await counter.count(texts)]
+    used = counts[0]
+    lines = [header] if header else []
+    for (item_id, text), n in zip(items, counts[1:], strict=True):
+        if used + n + 1 > layer.budget:  # +1: the newline that joins it
+            layer.dropped += 1
+            continue
+        lines.append(text)
+        layer.cited.append(item_id)
+        used += n + 1
+    if len(lines) == (1 if header else 0):
+        layer.dropped = len(items)
+        layer.cited.clear()
+        return
+    layer.text = "\n".join(lines)
+    # Counting the joined text is exact; drop from the end in the rare case joins added tokens.
+    (layer.tokens,) = await counter.count([layer.text])
+    while layer.tokens > layer.budget and len(lines) > (1 if header else 0):
+        lines.pop()
+        layer.cited.pop()
+        layer.dropped += 1
+        layer.text = "\n".join(lines)
+        (layer.tokens,) = await counter.count([layer.text]) if layer.text else (0,)
+
+
+class ContextAssembler:
+    def __init__(
+        self, pool: asyncpg.Pool, searcher: Searcher, embedder: EmbedderClient, structure: Any
+    ) -> None:
+        self.pool = pool
+        self.searcher = searcher
+        self.embedder = embedder
+        self.structure = structure  # the in-process Structure servicer (tiers 0 and 1)
+
+    async def _rows(self, sql_where: str, params: list[Any], order: str, limit: int) -> list[asyncpg.Record]:
+        sql = f"SELECT {_M_COLUMNS} FROM memories m WHERE {sql_where} AND {LIVE} ORDER BY {order}"
+        return await self.pool.fetch(f"{sql} LIMIT {int(limit)}", *params)
+
+    async def _search(
+        self, q: ContextInput, mode: str, kinds: list[str], k: int, degraded: list[str]
+    ) -> list[Any]:
+        out = await self.searcher.search(
+            SearchInput(
+                principal=q.principal,
+                grants=q.grants,
+                query=q.query,
+                scopes=q.scopes,
+                k=k,
+                kinds=kinds,
+                mode=mode,
+            )
+        )
+        for flag in out.degraded:
+            if flag not in degraded:
+                degraded.append(flag)
+        return [c.row for c in out.hits]
+
+    async def assemble(self, q: ContextInput) -> tuple[list[Layer], str, str, list[str]]:
+        mode, reason = choose_mode(q.mode, q.query)
+        budgets = dict(DEFAULT_BUDGETS)
+        for name, value in q.budgets.items():
+            if name not in DEFAULT_BUDGETS:
+                raise InvalidArgument(f"unknown layer {name!r}; layers are {', '.join(DEFAULT_BUDGETS)}")
+            if not 0 <= value <= MAX_LAYER_BUDGET:
+                raise InvalidArgument(f"the {name} budget must be between 0 and {MAX_LAYER_BUDGET:,} tokens")
+            budgets[name] = value
+        if q.path and not q.repo:
+            raise InvalidArgument("a path needs its repo: pass repo (the project map the path belongs to)")
+        degraded: list[str] = []
+        counter = TokenCounter(self.embedder, degraded)
+        layers = {name: Layer(name, budget) for name, budget in budgets.items()}
+        scopes = q.scopes
+        has_query = bool(q.query.strip())
+
+        # 1. Procedural: how this team works.
+        if has_query:
+            rows = await self._search(q, mode, ["procedural"], 20, degraded)
+        else:
+            rows = await self._rows(
+                "m.scope = ANY($1::text[]) AND m.kind = 'procedural'",
+                [scopes],
+                "m.importance DESC, m.updated_at DESC",
+                20,
+            )
+        await fill(
+            layers["procedural"],
+            [(str(r["id"]), _item(r["id"], r["description"], r["content"])) for r in rows],
+            counter,
+        )
+
+        # 2. Project: pinned core memories, then the tier-0 map (components + global invariants).
+        core = await self._rows(
+            "m.scope = ANY($1::text[]) AND m.kind = 'core'",
+            [scopes],
+            "m.importance DESC, m.updated_at DESC",
+            50,
+        )
+        items = [(str(r["id"]), _item(r["id"], r["description"], r["content"])) for r in core]
+        if q.repo:
+            items += await self._project_map_items(q)
+        await fill(layers["project"], items, counter)
+
+        # 3. Path rules (tier 1): deterministic, no model.
+        if q.path:
+            await fill(
+                layers["path_rules"], await self._path_items(q), counter, header=f"Rules for {q.path}:"
+            )
+
+        # 4. Memories: hybrid search (or, at session start, what changed most recently).
+        kinds = ["episodic", "semantic"]
+        if has_query:
+            rows = await self._search(q, mode, kinds, 30, degraded)
+        else:
+            rows = await self._rows(
+                "m.scope = ANY($1::text[]) AND m.kind = ANY($2::text[])",
+                [scopes, kinds],
+                "m.importance DESC, m.last_accessed_at DESC",
+                30,
+            )
+        await fill(
+            layers["memories"],
+            [(str(r["id"]), _item(r["id"], r["description"], r["content"])) for r in rows],
+            counter,
+        )
+
+        # 5. Documents: chunks that ground the memories.
+        if has_query:
+            rows = await self._search(q, mode, ["document"], 20, degraded)
+            await fill(
+                layers["documents"],
+                [(str(r["id"]), _item(r["id"], r["description"], r["content"])) for r in rows],
+                counter,
+            )
+
+        # 6. Recent: working memories and the thread's latest turns (oldest first, at least three).
+        await self._fill_recent(layers["recent"], q, counter)
+
+        ordered = [layers[name] for name in DEFAULT_BUDGETS]
+        return ordered, mode, reason, degraded
+
+    async def _project_map_items(self, q: ContextInput) -> list[tuple[str, str]]:
+        try:
+            reply = await self.structure.ProjectMap(
+                structure_pb2.ProjectMapRequest(
+                    caller=common_pb2.Caller(principal=q.principal, grants=q.grants), repo=q.repo
+                ),
+                None,
+            )
+        except HypermnesiaError:
+            return []  # no map for this repo: the layer holds what else there is
+        items = [
+            (
+                "map",
+                f"Project map of {reply.repo}: "
+                + "; ".join(
+                    f"{c.slug}{' (in ' + c.parent + ')' if c.parent else ''}: {c.responsibility}".strip()
+                    for c in reply.components
+                ),
+            )
+        ]
+        items += [(c.id, f"- [{c.severity}] {c.text}") for c in reply.invariants]
+        return items
+
+    async def _path_items(self, q: ContextInput) -> list[tuple[str, str]]:
+        reply = await self.structure.ResolvePath(
+            structure_pb2.ResolvePathRequest(
+                caller=common_pb2.Caller(principal=q.principal, grants=q.grants), repo=q.repo, path=q.path
+            ),
+            None,
+        )
+        items: list[tuple[str, str]] = []
+        if reply.matched:
+            items.append(
+                (
+                    reply.component.slug,
+                    f"Component: {reply.component.slug} — {reply.component.responsibility}",
+                )
+            )
+        elif reply.note:
+            items.append(("note", reply.note))
+        for c in reply.constraints:
+            items.append((c.id, f"- [{c.severity}] {c.text} ({c.reason})"))
+        return items
+
+    async def _fill_recent(self, layer: Layer, q: ContextInput, counter: TokenCounter) -> None:
+        working = await self._rows(
+            "m.scope = ANY($1::text[]) AND m.kind = 'working'", [q.scopes], "m.updated_at DESC", 20
+        )
+        turns: list[asyncpg.Record] = []
+        if q.thread_id:
+            turns = await self._rows(
+                "m.scope = ANY($1::text[]) AND m.thread_id = $2",
+                [q.scopes, q.thread_id],
+                "m.created_at DESC, m.id DESC",
+                50,
+            )
+        # Newest turns first when filling, shown oldest first; the last three are always kept.
+        turn_items = [(str(r["id"]), _item(r["id"], "", r["content"])) for r in turns]
+        protected = turn_items[:MIN_RECENT_TURNS]
+        rest = turn_items[MIN_RECENT_TURNS:]
+        items = (
+            protected
+            + [(str(r["id"]), _item(r["id"], r["description"], r["content"])) for r in working]
+            + rest
+        )
+        await fill(layer, items, counter)
+        if turns and layer.text:
+            # Show the conversation in order, after the working memories.
+            kept = set(layer.cited)
+            turn_ids = {item_id for item_id, _ in turn_items}
+            chronological = [text for item_id, text in reversed(turn_items) if item_id in kept]
+            others = [text for item_id, text in items if item_id in kept and item_id not in turn_ids]
+            reordered = "\n".join(others + chronological)
+            (tokens,) = await counter.count([reordered])
+            if tokens <= layer.budget:
+                layer.text, layer.tokens = reordered, tokens

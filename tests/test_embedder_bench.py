@@ -1,0 +1,23 @@
+"""`hypermnesia bench embedder` runs end to end (tiny counts; the real run is documented in
+docs/PERFORMANCE.md). Only the shape of the report is checked: speed is not asserted here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hypermnesia.cli import main
+
+
+def test_bench_embedder_smoke(model_cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    main(["bench", "embedder", "--json", "--clients", "4", "--scale", "0.005", "--data-dir", str(model_cache)])
+    report = json.loads(capsys.readouterr().out)
+    names = {(r["name"], r["clients"]) for r in report["rows"]}
+    assert ("service, batching, short", 4) in names
+    assert ("service, no batching, short", 4) in names
+    assert ("service, batching, ~100 words", 1) in names
+    assert all(r["texts_per_s"] > 0 and r["p95_ms"] >= r["p50_ms"] > 0 for r in report["rows"])
+    assert report["ratio_b32_over_a"] > 0 and report["ratio_b32_over_c32"] > 0
+    assert "single_client_p50_minus_raw_batch1_p50_ms" in report
