@@ -14,15 +14,15 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from hypermnesia import __version__
-from hypermnesia.errors import HypermnesiaError
-from hypermnesia.settings import GatewaySettings
+from gateway import rest_curation, rest_retrieval, rest_structure
 from gateway.auth import Authenticator
 from gateway.backends import Backends
 from gateway.errors import error_body, http_status
 from gateway.mcp_tools import build_mcp
-from gateway import rest_curation, rest_retrieval, rest_structure
 from gateway.rest import build_router
+from hypermnesia import __version__
+from hypermnesia.errors import HypermnesiaError
+from hypermnesia.settings import GatewaySettings
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def create_app(settings: GatewaySettings, backends: Backends | None = None) -> F
     auth = Authenticator(
         settings.auth_tokens, require_auth=settings.require_auth, default_project=settings.default_project
     )
-    mcp = build_mcp(backends, auth)
+    mcp = build_mcp(backends, auth, settings)
     mcp_app = mcp.streamable_http_app(streamable_http_path="/mcp", host=settings.host)
 
     @contextlib.asynccontextmanager

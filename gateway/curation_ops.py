@@ -10,12 +10,12 @@ from typing import Any
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from hypermnesia import validation
-from hypermnesia.errors import InvalidArgument
-from hypermnesia.v1 import curation_pb2
 from gateway.auth import Session
 from gateway.backends import BackendError, Backends
 from gateway.operations import _caller, _metadata, memory_json
+from hypermnesia import validation
+from hypermnesia.errors import InvalidArgument
+from hypermnesia.v1 import curation_pb2
 
 MAX_IMPORT = 5000
 # An import embeds every record before it answers; give it time in proportion to its size.

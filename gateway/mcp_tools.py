@@ -7,10 +7,11 @@ from typing import Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from hypermnesia.errors import HypermnesiaError
-from gateway import mcp_curation, mcp_retrieval, mcp_structure, operations
+from gateway import mcp_curation, mcp_guide, mcp_retrieval, mcp_structure, operations
 from gateway.auth import Authenticator, Session
 from gateway.backends import Backends
+from hypermnesia.errors import HypermnesiaError
+from hypermnesia.settings import GatewaySettings
 
 INSTRUCTIONS = (
     "hypermnesia is a long-term memory. Call memory_search before answering questions about the user, "
@@ -39,7 +40,7 @@ class ToolKit:
             raise ToolError(exc.message) from exc
 
 
-def build_mcp(backends: Backends, auth: Authenticator) -> MCPServer:
+def build_mcp(backends: Backends, auth: Authenticator, settings: GatewaySettings) -> MCPServer:
     mcp = MCPServer(name="hypermnesia", instructions=INSTRUCTIONS, version="0.1.0")
     kit = ToolKit(backends, auth)
     session_of, run = kit.session_of, kit.run
@@ -115,4 +116,5 @@ def build_mcp(backends: Backends, auth: Authenticator) -> MCPServer:
     mcp_curation.register(mcp, kit)
     mcp_retrieval.register(mcp, kit)
     mcp_structure.register(mcp, kit)
+    mcp_guide.register(mcp, kit, settings)
     return mcp

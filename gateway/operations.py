@@ -10,12 +10,12 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Struct
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from gateway.auth import Session
+from gateway.backends import Backends
 from hypermnesia import validation
 from hypermnesia.errors import InvalidArgument
 from hypermnesia.scopes import readable_scopes
 from hypermnesia.v1 import common_pb2, curation_pb2, retrieval_pb2
-from gateway.auth import Session
-from gateway.backends import Backends
 
 DEFAULT_K = 10
 MAX_LIST_LIMIT = 500  # services/retrieval/reads.py MAX_LIST_LIMIT, checked here first

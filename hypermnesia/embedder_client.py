@@ -52,19 +52,31 @@ class EmbedderClient:
             return info
 
     async def embed(self, texts: list[str], input_type: int, timeout_s: float) -> np.ndarray:
-        """One float32 row per text. Raises Unavailable when the embedder cannot answer in time."""
-        try:
-            response = await self._stub.Embed(
-                embedder_pb2.EmbedRequest(texts=texts, input_type=input_type),
-                timeout=timeout_s,
-                # A query waits (within its short deadline) for a reconnecting embedder; a write
-                # fails fast instead, so a stopped embedder is a prompt "unavailable", not a hang.
-                wait_for_ready=input_type == QUERY,
-            )
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
-                raise InvalidArgument(exc.details() or "the embedder refused the input") from exc
-            raise Unavailable(f"the embedder is unavailable ({exc.code().name}); try again shortly") from exc
+        """One float32 row per text. Raises Unavailable when the embedder cannot answer in time.
+        A busy embedder (RESOURCE_EXHAUSTED) is retried with backoff while the deadline allows,
+        which also moves the call on to the next replica."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        backoff = _BUSY_BACKOFF_S
+        while True:
+            try:
+                response = await self._stub.Embed(
+                    embedder_pb2.EmbedRequest(texts=texts, input_type=input_type),
+                    timeout=max(deadline - loop.time(), 0.001),
+                    # A query waits (within its short deadline) for a reconnecting embedder; a write
+                    # fails fast instead, so a stopped embedder is a prompt "unavailable", not a hang.
+                    wait_for_ready=input_type == QUERY,
+                )
+                break
+            except grpc.aio.AioRpcError as exc:
+                code = exc.code()
+                if code == grpc.StatusCode.INVALID_ARGUMENT:
+                    raise InvalidArgument(exc.details() or "the embedder refused the input") from exc
+                if code == grpc.StatusCode.RESOURCE_EXHAUSTED and loop.time() + backoff < deadline:
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, _BUSY_BACKOFF_MAX_S)
+                    continue
+                raise Unavailable(f"the embedder is unavailable ({code.name}); try again shortly") from exc
         if self.model_id and response.model_id != self.model_id:
             raise Unavailable(
                 f"the embedder now serves {response.model_id}, not the pinned {self.model_id}; "
