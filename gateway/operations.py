@@ -152,6 +152,7 @@ async def search(
     as_of: datetime | None = None,
     mode: str | None = None,
     include_archived: bool = False,
+    rerank: bool = False,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     validation.check_query(query)
     if scope is not None:
@@ -170,6 +171,7 @@ async def search(
         repo=repo or "",
         mode=mode or "",
         include_archived=include_archived,
+        rerank=rerank,
     )
     for name, value in (("since", since), ("until", until), ("as_of", as_of)):
         if value is not None:

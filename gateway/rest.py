@@ -38,6 +38,7 @@ class SearchBody(BaseModel):
     as_of: datetime | None = None
     mode: str | None = None
     include_archived: bool = False
+    rerank: bool = False
 
 
 def build_router() -> APIRouter:

@@ -148,6 +148,9 @@ class RetrievalSettings(EmbedderClientSettings):
     search_candidates: Annotated[int, Field(gt=0, le=10_000)] = 200
     search_context_expansion: Annotated[int, Field(ge=0, le=1000)] = 20
     hnsw_ef_search: Annotated[int, Field(gt=0, le=10_000)] = 200
+    # Cross-encoder re-scoring of the fused top-N (per request `rerank`; needs HM_RERANK_MODEL_DIR).
+    rerank_top_n: Annotated[int, Field(gt=0, le=200)] = 20
+    rerank_timeout_ms: Annotated[int, Field(gt=0, le=600_000)] = 2_000
     search_log_enabled: bool = True
     # Recall refreshes last_accessed_at (seed 001); evaluations turn it off so runs stay independent.
     search_bump_access: bool = True

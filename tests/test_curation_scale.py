@@ -30,7 +30,7 @@ WORDS = (
 
 
 def _text(rng: random.Random) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(12))
+    return " ".join(rng.choice(WORDS) for _ in range(8))
 
 
 def _save(writer: MemoryWriter, content: str, **extra: object) -> SaveInput:
@@ -92,7 +92,7 @@ async def test_ten_thousand_mixed_writes_replay_exactly(big: Stack) -> None:
     rows = await big.pool.fetch("SELECT id, content FROM memories WHERE scope = $1 ORDER BY id", SCOPE)
     assert len(rows) == 5000
     rng.shuffle(rows := list(rows))
-    dedupe, supersede, update = rows[:1500], rows[1500:2500], rows[2500:3500]
+    dedupe, supersede, update = rows[:500], rows[500:1000], rows[1000:3500]
     started = time.perf_counter()
 
     # Same text again: the dedupe gate updates the existing memory instead of inserting.
@@ -103,14 +103,14 @@ async def test_ten_thousand_mixed_writes_replay_exactly(big: Stack) -> None:
     assert all(r.created and str(r.memory["supersedes"]) for r in results)
     await _gather_limited([writer.update(UpdateInput("loadtest", GRANTS, str(r["id"]), {"importance": 0.5, "tags": ["t"]}))
                            for r in update], 32)
-    # Make 1,500 of the plain updates stale, then forget them (one archive record each).
+    # Make 1,500 of the updated ones stale, then forget them (one archive record each).
     await big.pool.execute(
         "UPDATE memories SET last_accessed_at = now() - interval '400 days' WHERE id = ANY($1)",
         [r["id"] for r in update[:1500]],
     )
     forgetter = Forgetter(writer.pool, after_days=180, importance_floor=1.0)
     forgot = await forgetter.forget(ForgetInput("loadtest", GRANTS, [SCOPE], apply=True, limit=10))
-    assert forgot.matched == forgot.archived == 1000 and forgot.truncated
+    assert forgot.matched == forgot.archived == 1500 and forgot.truncated
     await _gather_limited([forgetter.restore("loadtest", GRANTS, str(r["id"])) for r in update[:500]], 32)
     await _gather_limited([writer.delete("loadtest", GRANTS, str(r["id"])) for r in rows[3500:4000]], 32)
     total = await _check_chain(big)
@@ -120,7 +120,7 @@ async def test_ten_thousand_mixed_writes_replay_exactly(big: Stack) -> None:
     rebuilder = Rebuilder(writer.pool, writer.embeddings.many)
     report = await rebuilder.rebuild(None, check=True)
     assert report.differences == [], report.differences[:10]
-    assert report.live == 5000 + 1000 - 500
+    assert report.live == 5000 + 500 - 500
 
     snapshot = await big.pool.fetch(
         "SELECT id, scope, content, importance, tags, archived_at, superseded_by, supersedes, valid_to, created_at,"
@@ -129,7 +129,8 @@ async def test_ten_thousand_mixed_writes_replay_exactly(big: Stack) -> None:
     started = time.perf_counter()
     report = await rebuilder.rebuild(None, check=False)
     print(f"rebuild of {report.inserted} memories in {time.perf_counter() - started:.1f}s")
-    assert report.applied and report.inserted == len(snapshot) and report.reembedded == len(snapshot)
+    # Every vector comes back from the raw layer's embedding store: nothing is re-embedded.
+    assert report.applied and report.inserted == len(snapshot) and report.reembedded == 0
     restored = await big.pool.fetch(
         "SELECT id, scope, content, importance, tags, archived_at, superseded_by, supersedes, valid_to, created_at,"
         " updated_at FROM memories ORDER BY id")

@@ -230,3 +230,38 @@ async def test_stats_report_searches_and_misses(seeded: Stack) -> None:
         assert stats["searches"] >= 1
         assert "unicorn tax law in atlantis" in stats["recent_misses"]
         assert any(s["scope"] == "project:recall" and s["live"] >= 4 for s in stats["scopes"])
+
+
+async def test_rerank_reorders_the_top_by_the_cross_encoder(pg_server_url: str, model_cache: Path,
+                                                             tmp_path: Path) -> None:
+    from hypermnesia.embedder_client import EmbedderClient
+    from tests.test_embedder_rerank import write_cross_encoder
+
+    write_cross_encoder(tmp_path)
+    async with (
+        embedder_server(model_cache, rerank_model_dir=tmp_path) as with_reranker,
+        start_stack(pg_server_url, with_reranker, model_cache) as stack,
+    ):
+        async with httpx.AsyncClient(base_url=stack.base_url, headers=HEADERS) as http:
+            for i in range(6):
+                await _save(http, f"Release note {i}: the build config moved to folder {i}", f"release {i}")
+            plain = await _search(http, "where is the build config", min_similarity=0.0, relative_cutoff=0.0)
+            reranked = await _search(http, "where is the build config", min_similarity=0.0, relative_cutoff=0.0,
+                                     rerank=True)
+        assert reranked["degraded"] == []
+        client = EmbedderClient(with_reranker)
+        try:
+            texts = [f"{r['description']}\n{r['content']}" for r in plain["results"]]
+            scores = await client.rerank("where is the build config", texts, timeout_s=30)
+        finally:
+            await client.close()
+        expected = [r["id"] for _, r in sorted(zip(scores, plain["results"], strict=True), key=lambda p: -p[0])]
+        assert [r["id"] for r in reranked["results"]] == expected
+        assert {r["id"] for r in reranked["results"]} == {r["id"] for r in plain["results"]}
+
+
+async def test_rerank_without_a_reranker_says_so(seeded: Stack) -> None:
+    async with httpx.AsyncClient(base_url=seeded.base_url, headers=HEADERS) as http:
+        body = await _search(http, "apple pie", rerank=True)
+    assert body["degraded"] == ["rerank_unavailable"]
+    assert body["results"][0]["description"] == "apple pie recipe"

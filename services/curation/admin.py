@@ -124,7 +124,15 @@ async def purge(pool: asyncpg.Pool, memory_id_text: str, principal: str) -> int:
         scope = row["scope"] if row is not None else await conn.fetchval(
             "SELECT scope FROM records WHERE id = ANY($1) LIMIT 1", record_ids)
         removed = await conn.fetch(
-            "DELETE FROM record_texts WHERE record_id = ANY($1) RETURNING record_id", record_ids)
+            "SELECT t.payload FROM record_texts t JOIN records r ON r.id = t.record_id WHERE t.record_id = ANY($1)"
+            " ORDER BY r.seq", record_ids)
+        await conn.execute("DELETE FROM record_texts WHERE record_id = ANY($1)", record_ids)
+        # Vectors are derived from the text and could leak it: erase every version's vector too.
+        texts = _embedded_texts([json.loads(r["payload"]) for r in removed])
+        if row is not None:
+            texts.append(embedding_text(row["description"], row["content"]))
+        await conn.execute("DELETE FROM embedding_store WHERE text_sha256 = ANY($1)",
+                           [repo.text_sha256(t) for t in texts])
         reclose = None
         if row is not None and row["supersedes"] is not None:
             predecessor = await repo.fetch_full(conn, row["supersedes"])
@@ -139,6 +147,18 @@ async def purge(pool: asyncpg.Pool, memory_id_text: str, principal: str) -> int:
         )
     log.warning("purged %s: removed the text of %d records (audited as a purge record)", memory_id, len(removed))
     return len(removed)
+
+
+def _embedded_texts(payload_list: list[dict[str, Any]]) -> list[str]:
+    """The embedding texts that creates and updates in these payloads produced."""
+    texts = []
+    current: dict[str, str] = {}
+    for data in payload_list:
+        fields = data.get("memory") or data.get("set") or {}
+        current.update({k: fields[k] for k in ("description", "content") if fields.get(k) is not None})
+        if "description" in current or "content" in current:
+            texts.append(embedding_text(current.get("description", ""), current.get("content", "")))
+    return texts
 
 
 # ---- export / import ------------------------------------------------------------------------
@@ -284,6 +304,10 @@ async def reindex(pool: asyncpg.Pool, encoder: LocalEncoder, progress: Any = Non
                 f"CREATE INDEX {table}_embedding_hnsw ON {table} USING hnsw (embedding vector_cosine_ops)"
             )
             total += len(rows)
+            if table == "memories":
+                # The kept vectors follow the pin: only the new model's vectors may stay.
+                await conn.execute("TRUNCATE embedding_store")
+                await repo.store_vectors(conn, [r["text"] for r in rows], list(vectors))
         updated = await conn.execute(
             "UPDATE embedding_pin SET model_id = $1, dimension = $2, pinned_at = now()",
             encoder.model_id, encoder.dimension,

@@ -6,8 +6,9 @@ otherwise the differences are applied in one transaction that also holds the cha
 write lands between the replay and the swap. Applying the difference rather than swapping whole
 tables keeps other areas' columns, triggers and references to `memories` intact.
 
-Stored vectors are re-used where the text they embed is unchanged (they were made by the pinned
-model, the only model the store holds); anything else is re-embedded. Access counters are side
+Stored vectors are re-used: the live row's where its text is unchanged, else the raw layer's
+embedding_store (vectors by text, all made by the pinned model: reindex refills it when the pin
+moves); only text never embedded before is embedded. Access counters are side
 effects of reads and are not in the raw log, so they are neither compared nor overwritten.
 """
 
@@ -129,8 +130,12 @@ class Rebuilder:
             return embedding_text(m["description"], m["content"])
 
         need = [i for i in missing + changed if i not in live or text(live[i]) != text(shadow[i])]
-        vectors = dict(zip(need, await self.embed([text(shadow[i]) for i in need]), strict=True)) if need else {}
-        report.reembedded = len(need)
+        kept = await repo.stored_vectors(conn, [text(shadow[i]) for i in need])
+        embed = [i for i in need if text(shadow[i]) not in kept]
+        vectors = {i: kept[text(shadow[i])] for i in need if i not in set(embed)}
+        if embed:
+            vectors.update(zip(embed, await self.embed([text(shadow[i]) for i in embed]), strict=True))
+        report.reembedded = len(embed)
         if extra:
             await conn.execute("DELETE FROM memory_entities WHERE memory_id = ANY($1)", extra)
             await conn.execute("DELETE FROM memories WHERE id = ANY($1)", extra)

@@ -3,6 +3,7 @@ records_repo.py)."""
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -13,6 +14,7 @@ import numpy as np
 
 from hypermnesia.memory_rows import MEMORY_COLUMNS
 from services.curation import memory_fields
+from services.curation.embedding import embedding_text
 
 _INSERT = (
     f"INSERT INTO memories ({memory_fields.SELECT_LIST}, embedding) VALUES ("
@@ -50,6 +52,7 @@ async def insert_memories(
     """Insert complete memories (every column of memory_fields.COLUMNS) with their vectors. Must
     run inside a transaction (the staging table lives until its commit)."""
     args = [(*memory_fields.db_args(row), vec) for row, vec in zip(rows, vectors, strict=True)]
+    await store_vectors(conn, [embedding_text(r["description"], r["content"]) for r in rows], vectors)
     if len(args) < _COPY_FROM:
         await conn.executemany(_INSERT, args)
         return
@@ -91,6 +94,14 @@ async def update_memory(
     if vector is not None:
         args.append(vector)
         sets.append(f"embedding = ${len(args)}")
+        text = embedding_text(fields["description"], fields["content"]) if {"description", "content"} <= set(fields) else None
+        if text is None:
+            current = await conn.fetchrow("SELECT description, content FROM memories WHERE id = $1", memory_id)
+            if current is not None:
+                text = embedding_text(fields.get("description", current["description"]),
+                                      fields.get("content", current["content"]))
+        if text is not None:
+            await store_vectors(conn, [text], [vector])
     args.append(memory_id)
     await conn.execute(f"UPDATE memories SET {', '.join(sets)} WHERE id = ${len(args)}", *args)
 
@@ -125,3 +136,27 @@ async def chain_contains(conn: asyncpg.Connection, start: uuid.UUID, candidate: 
 async def embeddings_for(conn: asyncpg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Any]:
     rows = await conn.fetch("SELECT id, embedding FROM memories WHERE id = ANY($1)", list(ids))
     return {r["id"]: r["embedding"] for r in rows}
+
+
+def text_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+async def store_vectors(conn: asyncpg.Connection, texts: Sequence[str], vectors: Sequence[Any]) -> None:
+    """Keep each vector by the text it embeds (see embedding_store in 0002_curation.sql)."""
+    pairs = {text_sha256(t): np.asarray(v, dtype="<f4").tobytes() for t, v in zip(texts, vectors, strict=True)
+             if v is not None}
+    if pairs:
+        await conn.execute(
+            "INSERT INTO embedding_store (text_sha256, vector) SELECT * FROM unnest($1::text[], $2::bytea[])"
+            " ON CONFLICT DO NOTHING",
+            list(pairs), list(pairs.values()),
+        )
+
+
+async def stored_vectors(conn: asyncpg.Connection, texts: Sequence[str]) -> dict[str, np.ndarray]:
+    """Vectors kept for these texts (by text), where there are any."""
+    by_hash = {text_sha256(t): t for t in texts}
+    rows = await conn.fetch(
+        "SELECT text_sha256, vector FROM embedding_store WHERE text_sha256 = ANY($1)", list(by_hash))
+    return {by_hash[r["text_sha256"]]: np.frombuffer(r["vector"], dtype="<f4") for r in rows}

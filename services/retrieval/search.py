@@ -16,7 +16,7 @@ import asyncpg
 
 from hypermnesia import validation
 from hypermnesia.embedder_client import QUERY, EmbedderClient
-from hypermnesia.errors import InvalidArgument, Unavailable
+from hypermnesia.errors import FailedPrecondition, InvalidArgument, Unavailable
 from hypermnesia.scopes import require
 from hypermnesia.settings import RetrievalSettings
 from services.retrieval import metrics, repo
@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 FUSIONS = ("rrf", "boost", "weighted")
 MODES = ("answer", "manager")
 EMBEDDER_UNAVAILABLE = "embedder_unavailable"
+RERANK_UNAVAILABLE = "rerank_unavailable"
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class SearchInput:
     as_of: datetime | None = None
     mode: str = ""
     include_archived: bool = False
+    rerank: bool = False
 
 
 @dataclass
@@ -182,6 +184,8 @@ class Searcher:
         kept = apply_gates(candidates, floor, cutoff)
         kept.sort(key=lambda c: c.score, reverse=True)
         kept = penalise_duplicates(kept, window=q.k * 2)
+        if q.rerank and kept:
+            kept = await self._rerank(q.query, kept, degraded)
         hits = kept[: q.k]
         stages["score_ms"] = (time.perf_counter() - t) * 1000
         stages["total_ms"] = (time.perf_counter() - started) * 1000
@@ -197,6 +201,22 @@ class Searcher:
         )
         self._after_search(q, out)
         return out
+
+    async def _rerank(self, query: str, ranked: list[Candidate], degraded: list[str]) -> list[Candidate]:
+        """Re-order the fused top-N by the embedder's cross-encoder; the rest keep their order."""
+        head = ranked[: self.settings.rerank_top_n]
+        texts = [f"{c.row['description']}\n{c.row['content']}".strip() for c in head]
+        try:
+            scores = await self.embedder.rerank(query, texts, self.settings.rerank_timeout_ms / 1000)
+        except (FailedPrecondition, Unavailable) as exc:
+            log.warning("rerank skipped: %s", exc.message)
+            degraded.append(RERANK_UNAVAILABLE)
+            return ranked
+        for c, score in zip(head, scores, strict=True):
+            c.extras["fused_score"] = c.score
+            c.score = float(score)
+        head.sort(key=lambda c: c.score, reverse=True)
+        return head + ranked[len(head) :]
 
     def _after_search(self, q: SearchInput, out: SearchOutput) -> None:
         """Access bumps and the search_log row, off the hot path."""

@@ -62,6 +62,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
                 as_of=_time(request, "as_of"),
                 mode=request.mode,
                 include_archived=request.include_archived,
+                rerank=request.rerank,
             )
         )
         return retrieval_pb2.SearchResponse(
