@@ -23,7 +23,12 @@ def cmd_eval(args: argparse.Namespace) -> None:
     fusions = list(FUSIONS) if args.fusion == "all" else [args.fusion]
     results = run_async(
         lambda: evaluate(
-            args.dataset, fusions, Path(args.data_dir), settings.database_url, concurrency=args.concurrency
+            args.dataset,
+            fusions,
+            Path(args.data_dir),
+            settings.database_url,
+            concurrency=args.concurrency,
+            max_corpora=args.corpora,
         )
     )
     if results is None:
@@ -49,6 +54,7 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
         help="folder holding locomo/ and scifact/ (default: ../shared/data)",
     )
     ev.add_argument("--concurrency", type=int, default=8)
+    ev.add_argument("--corpora", type=int, default=None, help="only the first N stores (LoCoMo conversations)")
     ev.add_argument("--json", action="store_true")
     ev.set_defaults(func=cmd_eval)
     register_bench(bench)

@@ -148,8 +148,9 @@ async def evaluate(
     database_url: str | None,
     work_dir: Path | None = None,
     concurrency: int = 8,
+    max_corpora: int | None = None,
 ) -> list[FusionResult]:
-    corpora = LOADERS[dataset](data_dir)
+    corpora = LOADERS[dataset](data_dir)[:max_corpora]
     k = 100 if dataset == "scifact" else 10
     with tempfile.TemporaryDirectory(prefix="hm-eval-") as tmp:
         work = work_dir or Path(tmp)

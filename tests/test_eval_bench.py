@@ -1,0 +1,45 @@
+"""The evaluation harness and the search benchmark run end to end (on small slices: the full
+runs are commands whose tables live in docs/EVAL.md and docs/PERFORMANCE.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.retrieval import bench
+from services.retrieval.evaluation import datasets
+from services.retrieval.evaluation.run import evaluate, format_table
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def test_locomo_evidence_ids_are_normalised() -> None:
+    assert datasets.normalise_evidence(["D8:6; D9:17", "D:11:26", "D30:05", "D1:3-5"]) == [
+        "D8:6", "D9:17", "D11:26", "D30:5", "D1:3", "D1:4", "D1:5"]
+    corpora = datasets.load_locomo(DATA)
+    assert len(corpora) == 10
+    assert sum(len(c.docs) for c in corpora) == 5882
+    assert sum(len(c.questions) for c in corpora) >= 1500  # categories 1-4 with resolvable evidence
+
+
+async def test_locomo_eval_on_one_conversation(pg_server_url: str, tmp_path: Path) -> None:
+    results = await evaluate("locomo", ["weighted", "rrf"], DATA, pg_server_url, work_dir=tmp_path,
+                             max_corpora=1)
+    table = format_table("locomo", results)
+    assert "| weighted |" in table and "| rrf |" in table
+    weighted = results[0]
+    assert weighted.questions > 100
+    # Far above chance (10 of ~400 turns); the full-set figures are in docs/EVAL.md.
+    assert weighted.metrics["R@10"] > 0.5, table
+    assert 0 < weighted.metrics["MRR"] <= 1
+
+
+async def test_search_bench_prints_its_table(pg_server_url: str) -> None:
+    result = await bench.run(memories=300, queries=10, database_url=pg_server_url)
+    table = bench.format_table(result)
+    assert "gRPC Retrieval.Search" in table and "REST POST /memories/search" in table
+    assert result["grpc_ms"]["p50"] > 0 and result["rest_ms"]["p99"] >= result["rest_ms"]["p50"]
+    assert result["ann_recall_at_10"]["unfiltered"] > 0.9
