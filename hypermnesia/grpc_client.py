@@ -29,7 +29,8 @@ _OPTIONS = [
     ("grpc.service_config", _SERVICE_CONFIG),
     ("grpc.enable_retries", 1),
     ("grpc.keepalive_time_ms", 30_000),
-    ("grpc.keepalive_timeout_ms", 5_000),
+    # Generous: a busy 2-core box can be slow to answer a ping, and a missed one drops every call.
+    ("grpc.keepalive_timeout_ms", 20_000),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     ("grpc.max_send_message_length", 64 * 1024 * 1024),

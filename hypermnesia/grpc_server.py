@@ -80,6 +80,11 @@ def create_server(
         ("grpc.max_receive_message_length", max_message_mb * 1024 * 1024),
         ("grpc.max_send_message_length", max_message_mb * 1024 * 1024),
         ("grpc.so_reuseport", 0),
+        # Accept the clients' keepalive pings (hypermnesia.grpc_client pings every 30 s); the
+        # defaults answer pings more frequent than every 5 minutes with GOAWAY, failing calls.
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+        ("grpc.http2.max_ping_strikes", 0),
     ]
     server = grpc.aio.server(interceptors=[ErrorInterceptor()], options=options)
     health_servicer = health.aio.HealthServicer()

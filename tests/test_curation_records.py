@@ -236,3 +236,26 @@ async def test_other_scope_supersede_and_permissions(stack: Stack) -> None:
         assert await _counts(stack) == before
         hidden = await http.get(f"/records/{mine['id']}", headers=BOB)
         assert hidden.status_code == 404
+
+
+async def test_rest_rebuild_check_and_ingest_rpc(stack: Stack) -> None:
+    async with httpx.AsyncClient(base_url=stack.base_url, headers=ALICE, timeout=120) as http:
+        await http.post("/records", json={"type": "note", "content": "rebuild me", "source_ref": "rebuild-1"})
+        denied = await http.post("/records/rebuild", json={"check": True})
+        assert denied.status_code == 403  # every scope at once needs the "*" grant
+        check = await http.post("/records/rebuild", json={"check": True, "scopes": [SCOPE]})
+        assert check.status_code == 200, check.text
+        assert check.json()["differences"] == [] and check.json()["applied"] is False
+        assert check.json()["replayed"] > 0
+    async with grpc.aio.insecure_channel(stack.curation_address) as channel:
+        stub = curation_pb2_grpc.CurationStub(channel)
+        caller = common_pb2.Caller(principal="alice", grants=["project:*"])
+        files = [curation_pb2.IngestFile(path="guide.md", content=b"# Guide\n\nRun `make test` before pushing.\n"),
+                 curation_pb2.IngestFile(path="img.md", content=b"\x00\x01binary")]
+        request = curation_pb2.IngestRequest(caller=caller, scope=SCOPE, repo="guide", files=files)
+        first = await stub.Ingest(request, timeout=60)
+        assert (first.added, first.chunks_written, list(first.skipped)) == (1, 1, ["img.md: binary file (not UTF-8 text)"])
+        again = await stub.Ingest(request, timeout=60)
+        assert (again.unchanged, again.chunks_written) == (1, 0)
+        gone = await stub.Ingest(curation_pb2.IngestRequest(caller=caller, scope=SCOPE, repo="guide"), timeout=60)
+        assert gone.retired == 1

@@ -12,12 +12,12 @@ from hypermnesia.cli import main
 
 
 def test_bench_embedder_smoke(model_cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    main(["bench", "embedder", "--json", "--clients", "4", "--scale", "0.005", "--data-dir", str(model_cache)])
+    main(["bench", "embedder", "--json", "--clients", "4", "--scale", "0.005", "--rounds", "1", "--data-dir", str(model_cache)])
     report = json.loads(capsys.readouterr().out)
     names = {(r["name"], r["clients"]) for r in report["rows"]}
-    assert ("service, batching, short", 4) in names
-    assert ("service, no batching, short", 4) in names
-    assert ("service, batching, ~100 words", 1) in names
+    assert ("(b) service, short", 4) in names and ("(b) service, short", 1) in names
+    assert ("(c) service, no batching, short", 4) in names
+    assert ("(d) service, ~100 words", 1) in names and ("(a) raw, short, batch 1", 0) in names
     assert all(r["texts_per_s"] > 0 and r["p95_ms"] >= r["p50_ms"] > 0 for r in report["rows"])
     assert report["ratio_b32_over_a"] > 0 and report["ratio_b32_over_c32"] > 0
     assert "single_client_p50_minus_raw_batch1_p50_ms" in report

@@ -14,6 +14,7 @@ def cmd_bench(args: argparse.Namespace) -> None:
         Path(args.data_dir) if args.data_dir else None,
         clients=args.clients,
         scale=args.scale,
+        rounds=args.rounds,
         quantization=args.quantization,
     )
     print(json.dumps(report.as_dict(), indent=2) if args.json else format_report(report))
@@ -30,6 +31,7 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     parser.add_argument(
         "--scale", type=float, default=1.0, help="multiply the number of calls (e.g. 0.05 for a smoke run)"
     )
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the best of each is kept")
     parser.add_argument("--quantization", choices=("fp32", "int8"), default="fp32")
     parser.add_argument(
         "--data-dir", help="where the ONNX model is cached (default: a fresh temporary folder)"

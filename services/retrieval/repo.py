@@ -31,20 +31,31 @@ corpus AS (
            coalesce(sum(total_len)::float8 / nullif(sum(docs), 0), 1.0) AS avgdl
     FROM lexical_scope WHERE scope = ANY($3::text[])
 ),
-idf AS (
-    SELECT array_agg(qt.term) AS terms,
-           array_agg(ln(1 + (c.n - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5))) AS idfs
-    FROM qt CROSS JOIN corpus c
-    LEFT JOIN (
+term_df AS (
+    SELECT qt.term, coalesce(d.df, 0)::float8 AS df
+    FROM qt LEFT JOIN (
         SELECT term, sum(df) AS df FROM lexical_df
         WHERE scope = ANY($3::text[]) AND term IN (SELECT term FROM qt) GROUP BY term
     ) d ON d.term = qt.term
 ),
+idf AS (
+    SELECT array_agg(t.term) AS terms,
+           array_agg(ln(1 + (c.n - t.df + 0.5) / (t.df + 0.5))) AS idfs
+    FROM term_df t CROSS JOIN corpus c
+),
+-- Which terms select candidates: those in at most a quarter of the documents (or else the
+-- rarest one). Common terms still count in every candidate's BM25, but letting them select
+-- would score a large share of the corpus for little gain.
+matching AS (
+    SELECT t.term FROM term_df t, corpus c
+    WHERE t.df > 0 AND (t.df <= 0.25 * c.n OR t.df = (SELECT min(df) FROM term_df WHERE df > 0))
+),
 tsq AS (
-    SELECT string_agg('''' || replace(term, '''', '''''') || '''', ' | ')::tsquery AS any_term,
+    SELECT (SELECT string_agg('''' || replace(term, '''', '''''') || '''', ' | ') FROM matching)::tsquery
+               AS any_term,
            plainto_tsquery('english', $1::text) AS all_terms
-    FROM qt
 )"""
+
 
 _BM25 = "hm_bm25(m.search_tsv, m.lex_len, idf.terms, idf.idfs, corpus.avgdl, $4, $5)"
 
@@ -88,7 +99,7 @@ pool AS (
 )
 SELECT {_M_COLUMNS},
        1 - (m.embedding <=> $6) AS similarity,
-       CASE WHEN tsq.any_term IS NOT NULL AND m.search_tsv @@ tsq.any_term THEN {_BM25} ELSE 0 END AS bm25,
+       {_BM25} AS bm25,
        (numnode(tsq.all_terms) > 0 AND m.search_tsv @@ tsq.all_terms) AS all_terms,
        {_neighbour("<")} AS prev_id,
        {_neighbour(">")} AS next_id,
