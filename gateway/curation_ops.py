@@ -19,7 +19,7 @@ from hypermnesia.v1 import curation_pb2
 
 MAX_IMPORT = 5000
 # An import embeds every record before it answers; give it time in proportion to its size.
-IMPORT_SECONDS_PER_RECORD = 0.25
+IMPORT_SECONDS_PER_RECORD = 1.0
 
 RECORD_FIELDS = (
     "type",

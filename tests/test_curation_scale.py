@@ -30,7 +30,7 @@ WORDS = (
 
 
 def _text(rng: random.Random) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(12))
+    return " ".join(rng.choice(WORDS) for _ in range(8))
 
 
 def _save(writer: MemoryWriter, content: str, **extra: object) -> SaveInput:

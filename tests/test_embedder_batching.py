@@ -63,19 +63,28 @@ class GatedProvider:
 @pytest.fixture(scope="module")
 def onnx_provider(model_cache: Path) -> OnnxProvider:
     return OnnxProvider.from_settings(
-        None, model_cache / "models", max_tokens=256, quantization="fp32", intra_op_threads=0, inter_op_threads=0
+        None,
+        model_cache / "models",
+        max_tokens=256,
+        quantization="fp32",
+        intra_op_threads=0,
+        inter_op_threads=0,
     )
 
 
 @asynccontextmanager
 async def serving(provider: object, limits: BatchLimits, max_texts: int = 2048) -> AsyncIterator[str]:
-    settings = EmbedderSettings(embedder_port=0, embed_max_texts=max_texts, embed_max_queue=max(limits.max_queue, max_texts))
+    settings = EmbedderSettings(
+        embedder_port=0, embed_max_texts=max_texts, embed_max_queue=max(limits.max_queue, max_texts)
+    )
     engine = EmbeddingEngine(provider, limits=limits, cache_size=64)  # type: ignore[arg-type]
     async with running(settings, engine) as (_server, port, _engine):
         yield f"127.0.0.1:{port}"
 
 
-async def embed_call(stub: embedder_pb2_grpc.EmbedderStub, texts: list[str], timeout: float = 30) -> embedder_pb2.EmbedResponse:
+async def embed_call(
+    stub: embedder_pb2_grpc.EmbedderStub, texts: list[str], timeout: float = 30
+) -> embedder_pb2.EmbedResponse:
     return await stub.Embed(embedder_pb2.EmbedRequest(texts=texts), timeout=timeout)
 
 
@@ -107,11 +116,15 @@ def test_pick_batch_respects_budgets_and_keeps_the_oldest() -> None:
 # -- through the service ----------------------------------------------------------------------
 
 
-async def test_each_caller_gets_its_own_vectors_in_order_under_concurrency(onnx_provider: OnnxProvider) -> None:
+async def test_each_caller_gets_its_own_vectors_in_order_under_concurrency(
+    onnx_provider: OnnxProvider,
+) -> None:
     texts = [sentence(i) for i in range(96)]
     expected = np.vstack([onnx_provider.embed(onnx_provider.prepare([t])) for t in texts])
     gated = GatedProvider(onnx_provider)
-    async with serving(gated, BatchLimits(max_batch_size=16, max_batch_tokens=4096, max_wait_ms=20)) as address:
+    async with serving(
+        gated, BatchLimits(max_batch_size=16, max_batch_tokens=4096, max_wait_ms=20)
+    ) as address:
         client = EmbedderClient(address)
         try:
             await client.wait_for_info(10)
@@ -128,7 +141,9 @@ async def test_each_caller_gets_its_own_vectors_in_order_under_concurrency(onnx_
     assert max(len(b) for b in gated.batches) <= 16
 
 
-async def test_a_failing_batch_fails_every_waiter_and_the_service_recovers(onnx_provider: OnnxProvider) -> None:
+async def test_a_failing_batch_fails_every_waiter_and_the_service_recovers(
+    onnx_provider: OnnxProvider,
+) -> None:
     gated = GatedProvider(onnx_provider)
     limits = BatchLimits(max_batch_size=64, max_batch_tokens=1_000_000, max_wait_ms=0)
     async with serving(gated, limits) as address:
@@ -214,18 +229,29 @@ async def test_limits_and_edge_cases(embedder: str) -> None:
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await stub.Embed(embedder_pb2.EmbedRequest(texts=["x"] * 10_000), timeout=30)
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert "10,000 texts in one call; the limit is 2,048 (HM_EMBED_MAX_TEXTS)" in (err.value.details() or "")
-        counts = await stub.CountTokens(embedder_pb2.CountTokensRequest(texts=[huge, "hello world"]), timeout=30)
+        assert "10,000 texts in one call; the limit is 2,048 (HM_EMBED_MAX_TEXTS)" in (
+            err.value.details() or ""
+        )
+        counts = await stub.CountTokens(
+            embedder_pb2.CountTokensRequest(texts=[huge, "hello world"]), timeout=30
+        )
         assert counts.counts[0] > 256 and counts.counts[1] == 2  # untruncated, no special tokens
         info = await stub.Info(embedder_pb2.InfoRequest(), timeout=5)
-        assert (info.provider, info.quantization, info.pooling, info.max_tokens) == ("onnx", "fp32", "mean", 256)
+        assert (info.provider, info.quantization, info.pooling, info.max_tokens) == (
+            "onnx",
+            "fp32",
+            "mean",
+            256,
+        )
 
 
 async def test_the_limit_itself_is_accepted(onnx_provider: OnnxProvider) -> None:
     async with serving(onnx_provider, BatchLimits(), max_texts=16) as address:
         async with grpc.aio.insecure_channel(address) as channel:
             stub = embedder_pb2_grpc.EmbedderStub(channel)
-            reply = await stub.Embed(embedder_pb2.EmbedRequest(texts=[f"t{i}" for i in range(16)]), timeout=30)
+            reply = await stub.Embed(
+                embedder_pb2.EmbedRequest(texts=[f"t{i}" for i in range(16)]), timeout=30
+            )
             assert len(reply.token_counts) == 16
             with pytest.raises(grpc.aio.AioRpcError) as err:
                 await stub.Embed(embedder_pb2.EmbedRequest(texts=[f"t{i}" for i in range(17)]), timeout=30)

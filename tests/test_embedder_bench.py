@@ -12,7 +12,21 @@ from hypermnesia.cli import main
 
 
 def test_bench_embedder_smoke(model_cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    main(["bench", "embedder", "--json", "--clients", "4", "--scale", "0.005", "--rounds", "1", "--data-dir", str(model_cache)])
+    main(
+        [
+            "bench",
+            "embedder",
+            "--json",
+            "--clients",
+            "4",
+            "--scale",
+            "0.005",
+            "--rounds",
+            "1",
+            "--data-dir",
+            str(model_cache),
+        ]
+    )
     report = json.loads(capsys.readouterr().out)
     names = {(r["name"], r["clients"]) for r in report["rows"]}
     assert ("(b) service, short", 4) in names and ("(b) service, short", 1) in names

@@ -73,8 +73,13 @@ def endpoint() -> Iterator[str]:
 @pytest.fixture(scope="module")
 async def openai_embedder(endpoint: str, model_cache: object) -> AsyncIterator[str]:
     settings = EmbedderSettings(
-        data_dir=model_cache, embedder_port=0, embedding_provider="openai", embedding_api_url=endpoint,
-        embedding_api_model="test-embed", embedding_api_key="sk-test", embed_max_wait_ms=50,
+        data_dir=model_cache,
+        embedder_port=0,
+        embedding_provider="openai",
+        embedding_api_url=endpoint,
+        embedding_api_model="test-embed",
+        embedding_api_key="sk-test",
+        embed_max_wait_ms=50,
     )
     async with running(settings) as (_server, port, _engine):
         yield f"127.0.0.1:{port}"

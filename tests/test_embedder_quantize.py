@@ -28,7 +28,12 @@ TEXTS = [
 
 def provider(model_cache: Path, quantization: str) -> OnnxProvider:
     return OnnxProvider.from_settings(
-        None, model_cache / "models", max_tokens=256, quantization=quantization, intra_op_threads=0, inter_op_threads=0
+        None,
+        model_cache / "models",
+        max_tokens=256,
+        quantization=quantization,
+        intra_op_threads=0,
+        inter_op_threads=0,
     )
 
 
@@ -37,8 +42,9 @@ def fp32_and_int8(model_cache: Path) -> tuple[OnnxProvider, OnnxProvider]:
     return provider(model_cache, "fp32"), provider(model_cache, "int8")
 
 
-def test_int8_agrees_with_fp32_and_is_batch_invariant(fp32_and_int8: tuple[OnnxProvider, OnnxProvider],
-                                                      model_cache: Path) -> None:
+def test_int8_agrees_with_fp32_and_is_batch_invariant(
+    fp32_and_int8: tuple[OnnxProvider, OnnxProvider], model_cache: Path
+) -> None:
     fp32, int8 = fp32_and_int8
     exact = np.vstack([fp32.embed(fp32.prepare([t])) for t in TEXTS])
     alone = np.vstack([int8.embed(int8.prepare([t])) for t in TEXTS])
@@ -54,12 +60,19 @@ def test_int8_agrees_with_fp32_and_is_batch_invariant(fp32_and_int8: tuple[OnnxP
     quantized = next((model_cache / "models").glob("*-int8-*/model.onnx"))
     ops = {n.op_type for n in onnx.load(str(quantized)).graph.node}
     assert "MatMulNBits" in ops and not ops & {"DynamicQuantizeLinear", "MatMulInteger", "QuantizeLinear"}
-    bits = {a.i for n in onnx.load(str(quantized)).graph.node if n.op_type == "MatMulNBits" for a in n.attribute
-            if a.name == "bits"}
+    bits = {
+        a.i
+        for n in onnx.load(str(quantized)).graph.node
+        if n.op_type == "MatMulNBits"
+        for a in n.attribute
+        if a.name == "bits"
+    }
     assert bits == {8}
 
 
-async def test_int8_is_served_and_reported(model_cache: Path, fp32_and_int8: tuple[OnnxProvider, OnnxProvider]) -> None:
+async def test_int8_is_served_and_reported(
+    model_cache: Path, fp32_and_int8: tuple[OnnxProvider, OnnxProvider]
+) -> None:
     fp32, _ = fp32_and_int8
     settings = EmbedderSettings(data_dir=model_cache, embedder_port=0, embedding_quantization="int8")
     async with running(settings) as (_server, port, _engine):

@@ -66,10 +66,18 @@ def write_cross_encoder(folder: Path, seed: int = 7) -> None:
             tensors[f"{p}.{ln}.bias"] = mat(HIDDEN, scale=0.1)
     save_file(tensors, str(folder / "model.safetensors"))
     config = {
-        "architectures": ["BertForSequenceClassification"], "model_type": "bert", "hidden_size": HIDDEN,
-        "num_hidden_layers": LAYERS, "num_attention_heads": HEADS, "intermediate_size": INTER,
-        "hidden_act": "gelu", "layer_norm_eps": 1e-12, "max_position_embeddings": MAX_POS,
-        "type_vocab_size": 2, "vocab_size": len(vocab), "id2label": {"0": "LABEL_0"},
+        "architectures": ["BertForSequenceClassification"],
+        "model_type": "bert",
+        "hidden_size": HIDDEN,
+        "num_hidden_layers": LAYERS,
+        "num_attention_heads": HEADS,
+        "intermediate_size": INTER,
+        "hidden_act": "gelu",
+        "layer_norm_eps": 1e-12,
+        "max_position_embeddings": MAX_POS,
+        "type_vocab_size": 2,
+        "vocab_size": len(vocab),
+        "id2label": {"0": "LABEL_0"},
     }
     (folder / "config.json").write_text(json.dumps(config))
     (folder / "hypermnesia.json").write_text(json.dumps({"model_id": "test/tiny-cross-encoder"}))
@@ -79,7 +87,10 @@ def reference_scores(folder: Path, ids: list[int], types: list[int]) -> float:
     """sigmoid(classifier(tanh(pooler(BERT(ids)[CLS])))) in float64, one unpadded pair at a time."""
     from safetensors.numpy import load_file
 
-    w = {k.removeprefix("bert."): v.astype(np.float64) for k, v in load_file(str(folder / "model.safetensors")).items()}
+    w = {
+        k.removeprefix("bert."): v.astype(np.float64)
+        for k, v in load_file(str(folder / "model.safetensors")).items()
+    }
     ids_a, types_a = np.array(ids), np.array(types)
     hd = HIDDEN // HEADS
 
@@ -91,14 +102,19 @@ def reference_scores(folder: Path, ids: list[int], types: list[int]) -> float:
         var = ((x - mu) ** 2).mean(-1, keepdims=True)
         return (x - mu) / np.sqrt(var + 1e-12) * w[f"{name}.weight"] + w[f"{name}.bias"]
 
-    x = (w["embeddings.word_embeddings.weight"][ids_a] + w["embeddings.token_type_embeddings.weight"][types_a]
-         + w["embeddings.position_embeddings.weight"][: len(ids)])
+    x = (
+        w["embeddings.word_embeddings.weight"][ids_a]
+        + w["embeddings.token_type_embeddings.weight"][types_a]
+        + w["embeddings.position_embeddings.weight"][: len(ids)]
+    )
     x = norm(x, "embeddings.LayerNorm")
     erf = np.vectorize(math.erf)
     for i in range(LAYERS):
         p = f"encoder.layer.{i}"
-        q, k, v = (linear(x, f"{p}.attention.self.{n}").reshape(-1, HEADS, hd).transpose(1, 0, 2)
-                   for n in ("query", "key", "value"))
+        q, k, v = (
+            linear(x, f"{p}.attention.self.{n}").reshape(-1, HEADS, hd).transpose(1, 0, 2)
+            for n in ("query", "key", "value")
+        )
         scores = q @ k.transpose(0, 2, 1) / math.sqrt(hd)
         probs = np.exp(scores - scores.max(-1, keepdims=True))
         probs /= probs.sum(-1, keepdims=True)
@@ -122,8 +138,13 @@ def cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 async def rerank_embedder(cross_encoder: Path, model_cache: Path) -> AsyncIterator[str]:
     # A small rerank token limit makes the long document below exercise pair truncation.
-    settings = EmbedderSettings(data_dir=model_cache, embedder_port=0, rerank_model_dir=cross_encoder,
-                                rerank_max_tokens=24, embed_max_batch_tokens=64)
+    settings = EmbedderSettings(
+        data_dir=model_cache,
+        embedder_port=0,
+        rerank_model_dir=cross_encoder,
+        rerank_max_tokens=24,
+        embed_max_batch_tokens=64,
+    )
     async with running(settings) as (_server, port, _engine):
         yield f"127.0.0.1:{port}"
 
@@ -166,16 +187,20 @@ async def test_rerank_matches_the_numpy_reference(rerank_embedder: str, cross_en
     assert np.ptp(want) > 0.05  # the random model does tell the documents apart
 
 
-async def test_rerank_is_off_without_a_model_and_bounded_with_one(embedder: str, rerank_embedder: str) -> None:
+async def test_rerank_is_off_without_a_model_and_bounded_with_one(
+    embedder: str, rerank_embedder: str
+) -> None:
     async with grpc.aio.insecure_channel(embedder) as channel:
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await embedder_pb2_grpc.EmbedderStub(channel).Rerank(
-                embedder_pb2.RerankRequest(query="q", documents=["d"]), timeout=5)
+                embedder_pb2.RerankRequest(query="q", documents=["d"]), timeout=5
+            )
         assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert "HM_RERANK_MODEL_DIR" in (err.value.details() or "")
     async with grpc.aio.insecure_channel(rerank_embedder) as channel:
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await embedder_pb2_grpc.EmbedderStub(channel).Rerank(
-                embedder_pb2.RerankRequest(query="q", documents=["d"] * 3000), timeout=30)
+                embedder_pb2.RerankRequest(query="q", documents=["d"] * 3000), timeout=30
+            )
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "HM_EMBED_MAX_TEXTS" in (err.value.details() or "")

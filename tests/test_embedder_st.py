@@ -28,7 +28,12 @@ def test_sentence_transformers_agrees_with_onnx(model_cache: Path, monkeypatch: 
 
     st = SentenceTransformersProvider(None, max_tokens=256)
     onnx = OnnxProvider.from_settings(
-        None, model_cache / "models", max_tokens=256, quantization="fp32", intra_op_threads=0, inter_op_threads=0
+        None,
+        model_cache / "models",
+        max_tokens=256,
+        quantization="fp32",
+        intra_op_threads=0,
+        inter_op_threads=0,
     )
     assert st.info.model_id == onnx.info.model_id and st.info.dimension == onnx.info.dimension == 384
     got = st.embed(st.prepare(TEXTS))

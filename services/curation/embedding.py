@@ -10,9 +10,12 @@ import numpy as np
 
 from hypermnesia.embedder_client import DOCUMENT, EmbedderClient
 
-BATCH = 128
+BATCH = 64
 # Two calls in flight: the embedder encodes one while the next travels, no more (it has one worker).
 PARALLEL = 2
+# A batch of long texts on a busy machine can take far longer than one text; the deadline grows
+# with the batch (and counts the wait behind the other call in flight) so it only fires on a hang.
+SECONDS_PER_TEXT = 1.0
 
 EmbedFn = Callable[[list[str]], Awaitable[np.ndarray]]
 
@@ -42,7 +45,8 @@ class BatchEmbedder:
 
         async def part(chunk: list[str]) -> np.ndarray:
             async with gate:
-                vectors = await self.client.embed(chunk, DOCUMENT, self.timeout_s)
+                deadline = self.timeout_s + SECONDS_PER_TEXT * len(chunk) * PARALLEL
+                vectors = await self.client.embed(chunk, DOCUMENT, deadline)
             if on_batch is not None:
                 on_batch(len(chunk))
             return vectors

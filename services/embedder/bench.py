@@ -18,6 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -147,21 +148,31 @@ def run(
         return max(clients, int(base * scale))
 
     provider = OnnxProvider.from_settings(
-        None, work / "models", max_tokens=256, quantization=quantization, intra_op_threads=0, inter_op_threads=0
+        None,
+        work / "models",
+        max_tokens=256,
+        quantization=quantization,
+        intra_op_threads=0,
+        inter_op_threads=0,
     )
     settings = {"embedding_quantization": quantization}
     batching = start_embedder(work, logs / "batching.log", **settings)
     unbatched = start_embedder(work, logs / "no-batching.log", embed_max_batch_size=1, **settings)
     scenarios: list[tuple[str, Callable[[], Row]]] = []
     for size in RAW_BATCHES:
-        scenarios.append((f"a-short-{size}", lambda s=size: bench_raw(provider, short, s, n(800), f"(a) raw, short, batch {s}")))
+        name = f"(a) raw, short, batch {size}"
+        scenarios.append((f"a-short-{size}", partial(bench_raw, provider, short, size, n(800), name)))
     for size in (1, 8, 32):
-        scenarios.append((f"a-long-{size}", lambda s=size: bench_raw(provider, long, s, n(240), f"raw, ~100 words, batch {s}")))
+        name = f"raw, ~100 words, batch {size}"
+        scenarios.append((f"a-long-{size}", partial(bench_raw, provider, long, size, n(240), name)))
     for c, calls in ((1, 400), (clients, 3000)):
-        scenarios.append((f"b-{c}", lambda c=c, k=calls: bench_service(batching, short, c, n(k), "(b) service, short")))
-        scenarios.append((f"c-{c}", lambda c=c, k=calls // 2: bench_service(unbatched, short, c, n(k), "(c) service, no batching, short")))
+        name = "(b) service, short"
+        scenarios.append((f"b-{c}", partial(bench_service, batching, short, c, n(calls), name)))
+        name = "(c) service, no batching, short"
+        scenarios.append((f"c-{c}", partial(bench_service, unbatched, short, c, n(calls // 2), name)))
     for c, calls in ((1, 120), (clients, 500)):
-        scenarios.append((f"d-{c}", lambda c=c, k=calls: bench_service(batching, long, c, n(k), "(d) service, ~100 words")))
+        name = "(d) service, ~100 words"
+        scenarios.append((f"d-{c}", partial(bench_service, batching, long, c, n(calls), name)))
     try:
         batching.wait_ready()
         unbatched.wait_ready()

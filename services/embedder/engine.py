@@ -101,7 +101,9 @@ class EmbeddingEngine:
             for row, (i, p) in enumerate(zip(missing, prepared, strict=True)):
                 vectors[i], tokens[i], truncated[i] = computed[row], p.tokens, p.truncated
                 if cached:
-                    self.cache.put((self.info.model_id, QUERY, texts[i]), Cached(computed[row], p.tokens, p.truncated))
+                    self.cache.put(
+                        (self.info.model_id, QUERY, texts[i]), Cached(computed[row], p.tokens, p.truncated)
+                    )
         return Embedded(vectors, tokens, truncated)
 
     async def count_tokens(self, texts: Sequence[str]) -> list[int]:

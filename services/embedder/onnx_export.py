@@ -162,7 +162,7 @@ class _Weights:
             )
         arr = self._tensors[name]
         if arr.ndim != len(shape) or any(
-            want is not None and got != want for got, want in zip(arr.shape, shape)
+            want is not None and got != want for got, want in zip(arr.shape, shape, strict=False)
         ):
             raise ValueError(
                 f"{self._source}: tensor {name!r} has shape {tuple(arr.shape)}, expected {shape}"

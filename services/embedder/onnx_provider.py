@@ -94,7 +94,12 @@ class OnnxProvider:
         )
 
     def prepare(self, texts: Sequence[str]) -> list[Prepared]:
-        encodings = self.tokenizer.encode_batch(list(texts))
+        # One text (the common query case) skips encode_batch's hand-off to the tokenizer's
+        # thread pool, whose threads would wake up only to contend with inference for the cores.
+        if len(texts) == 1:
+            encodings = [self.tokenizer.encode(texts[0])]
+        else:
+            encodings = self.tokenizer.encode_batch(list(texts))
         return [
             Prepared(text=t, tokens=len(e.ids), truncated=bool(e.overflowing), ids=e.ids)
             for t, e in zip(texts, encodings, strict=True)

@@ -50,7 +50,9 @@ class OpenAIProvider:
         try:
             probe = self._request(["dimension probe"])
         except Unavailable as exc:
-            raise StartupError(f"{exc.message}; check HM_EMBEDDING_API_URL and HM_EMBEDDING_API_MODEL") from exc
+            raise StartupError(
+                f"{exc.message}; check HM_EMBEDDING_API_URL and HM_EMBEDDING_API_MODEL"
+            ) from exc
         self.info = ProviderInfo(
             provider="openai",
             model_id=model,
@@ -77,18 +79,24 @@ class OpenAIProvider:
 
     def _request(self, texts: list[str]) -> np.ndarray:
         try:
-            response = self.http.post(self.url, json={"model": self.model, "input": texts, "encoding_format": "float"})
+            response = self.http.post(
+                self.url, json={"model": self.model, "input": texts, "encoding_format": "float"}
+            )
             response.raise_for_status()
             data = sorted(response.json()["data"], key=lambda d: d["index"])
             vectors = np.asarray([d["embedding"] for d in data], dtype=np.float32)
         except httpx.HTTPStatusError as exc:
             raise Unavailable(f"the embedding endpoint answered HTTP {exc.response.status_code}") from exc
         except httpx.HTTPError as exc:
-            raise Unavailable(f"the embedding endpoint {self.url} is unreachable ({type(exc).__name__})") from exc
+            raise Unavailable(
+                f"the embedding endpoint {self.url} is unreachable ({type(exc).__name__})"
+            ) from exc
         except (KeyError, TypeError, ValueError) as exc:
             raise Unavailable(f"the embedding endpoint {self.url} sent an unexpected reply") from exc
         if vectors.ndim != 2 or vectors.shape[0] != len(texts):
-            raise Unavailable(f"the embedding endpoint returned {vectors.shape[0]} vectors for {len(texts)} texts")
+            raise Unavailable(
+                f"the embedding endpoint returned {vectors.shape[0]} vectors for {len(texts)} texts"
+            )
         # Unit length like the local providers, so cosine = dot product everywhere downstream.
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors / np.maximum(norms, 1e-12)

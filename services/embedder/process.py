@@ -47,9 +47,11 @@ class EmbedderProcess:
                     raise RuntimeError(f"the embedder exited with {self.proc.returncode}:\n{self.log_tail()}")
                 try:
                     return stub.Info(embedder_pb2.InfoRequest(), timeout=1)
-                except grpc.RpcError:
+                except grpc.RpcError as exc:
                     if time.monotonic() > deadline:
-                        raise TimeoutError(f"the embedder did not start in {timeout_s:.0f} s:\n{self.log_tail()}")
+                        raise TimeoutError(
+                            f"the embedder did not start in {timeout_s:.0f} s:\n{self.log_tail()}"
+                        ) from exc
                     time.sleep(0.2)
 
     def log_tail(self, lines: int = 30) -> str:

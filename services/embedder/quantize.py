@@ -71,7 +71,10 @@ def quantize_model(model: onnx.ModelProto) -> int:
         codes, scales = _quantize_blocks(weight)
         base = node.input[1]
         graph.initializer.extend(
-            [numpy_helper.from_array(codes, f"{base}.q8"), numpy_helper.from_array(scales, f"{base}.q8_scales")]
+            [
+                numpy_helper.from_array(codes, f"{base}.q8"),
+                numpy_helper.from_array(scales, f"{base}.q8_scales"),
+            ]
         )
         graph.node[index].CopyFrom(
             helper.make_node(

@@ -76,7 +76,10 @@ class CrossEncoderReranker:
         while start < len(order):
             # Sorted by length, so the last row of a chunk is its longest: grow while it fits.
             end = start + 1
-            while end < len(order) and (end - start + 1) * len(encodings[order[end]].ids) <= self.max_batch_tokens:
+            while (
+                end < len(order)
+                and (end - start + 1) * len(encodings[order[end]].ids) <= self.max_batch_tokens
+            ):
                 end += 1
             chunk = order[start:end]
             ids, mask = pad_batch([encodings[i].ids for i in chunk], self.pad_id)

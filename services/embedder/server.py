@@ -90,7 +90,12 @@ async def running(
     info = engine.info
     log.info(
         "embedder %s (%s, %s, %d dims) serving on %s:%d",
-        info.model_id, info.provider, info.quantization, info.dimension, settings.host, port,
+        info.model_id,
+        info.provider,
+        info.quantization,
+        info.dimension,
+        settings.host,
+        port,
     )
     try:
         yield server, port, engine

@@ -48,7 +48,9 @@ class EmbedderServicer(embedder_pb2_grpc.EmbedderServicer):
     ) -> embedder_pb2.RerankResponse:
         reranker = self.engine.reranker
         if reranker is None:
-            raise FailedPrecondition("reranking is off: set HM_RERANK_MODEL_DIR to a cross-encoder to enable it")
+            raise FailedPrecondition(
+                "reranking is off: set HM_RERANK_MODEL_DIR to a cross-encoder to enable it"
+            )
         self._check_count(len(request.documents), "documents")
         scores = await self.engine.rerank(request.query, list(request.documents))
         return embedder_pb2.RerankResponse(model_id=reranker.model_id, scores=scores.tolist())

@@ -37,12 +37,17 @@ class SentenceTransformersProvider:
         self.tokenizer: Any = self.model.tokenizer
         self.max_tokens = max_tokens
         # sentence-transformers 6 renamed the method (the old name warns); accept both.
-        dimension_of = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
-        dimension = int(dimension_of())
+        dimension_of = (
+            getattr(self.model, "get_embedding_dimension", None)
+            or self.model.get_sentence_embedding_dimension
+        )
+        dimension = dimension_of()
+        if dimension is None:
+            raise StartupError(f"{folder} does not declare its embedding dimension (modules.json, 1_Pooling)")
         self.info = ProviderInfo(
             provider="sentence_transformers",
             model_id=model_id_for(folder, model_dir is None),
-            dimension=dimension,
+            dimension=int(dimension),
             pooling="mean",
             max_tokens=max_tokens,
             quantization="fp32",

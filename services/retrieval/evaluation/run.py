@@ -38,6 +38,8 @@ class FusionResult:
     by_category: dict[int, float] = field(default_factory=dict)
     questions: int = 0
     search_seconds: float = 0.0
+    # Questions answered lexical-only because the query embedding missed its deadline.
+    degraded: int = 0
 
     @property
     def queries_per_second(self) -> float:
@@ -87,11 +89,12 @@ async def _search_all(
     fusion: str,
     k: int,
     concurrency: int,
-) -> list[list[str]]:
-    """The ranked memory ids of every question (gates off: the metrics judge the ranking)."""
+) -> list[tuple[list[str], bool]]:
+    """The ranked memory ids of every question and whether it was answered lexical-only (gates
+    off: the metrics judge the ranking)."""
     limit = asyncio.Semaphore(concurrency)
 
-    async def one(question: datasets.Question) -> list[str]:
+    async def one(question: datasets.Question) -> tuple[list[str], bool]:
         async with limit:
             reply = await stub.Search(
                 retrieval_pb2.SearchRequest(
@@ -105,7 +108,7 @@ async def _search_all(
                 ),
                 timeout=60,
             )
-            return [hit.memory.id for hit in reply.hits]
+            return [hit.memory.id for hit in reply.hits], bool(reply.degraded)
 
     return await asyncio.gather(*(one(q) for q in corpus.questions))
 
@@ -120,8 +123,10 @@ def _score(
 ) -> FusionResult:
     rows: dict[str, list[float]] = defaultdict(list)
     per_category: dict[int, list[float]] = defaultdict(list)
+    degraded = 0
     for corpus, runs, mapping in zip(corpora, ranked, refs, strict=True):
-        for question, ids in zip(corpus.questions, runs, strict=True):
+        for question, (ids, was_degraded) in zip(corpus.questions, runs, strict=True):
+            degraded += was_degraded
             order = [mapping.get(i, "") for i in ids]
             rel = question.relevant
             for k in (1, 5, 10):
@@ -138,6 +143,7 @@ def _score(
         by_category={c: sum(v) / len(v) for c, v in sorted(per_category.items())},
         questions=len(rows["MRR"]),
         search_seconds=seconds,
+        degraded=degraded,
     )
 
 
@@ -198,7 +204,7 @@ async def evaluate(
 def format_table(dataset: str, results: list[FusionResult]) -> str:
     names = ["R@1", "R@5", "R@10", "MRR"] + (["nDCG@10", "R@100"] if dataset == "scifact" else [])
     categories = sorted({c for r in results for c in r.by_category})
-    header = ["fusion", *names, *[f"R@10 cat {c}" for c in categories], "queries/s"]
+    header = ["fusion", *names, *[f"R@10 cat {c}" for c in categories], "queries/s", "lexical-only"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in results:
         cells = [
@@ -206,6 +212,7 @@ def format_table(dataset: str, results: list[FusionResult]) -> str:
             *[f"{r.metrics[m]:.3f}" for m in names],
             *[f"{r.by_category.get(c, 0.0):.3f}" for c in categories],
             f"{r.queries_per_second:.0f}",
+            str(r.degraded),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
