@@ -79,8 +79,9 @@ class EmbedderSettings(CommonSettings):
     # long texts gain nothing from big batches, short ones gain a lot.
     embed_max_batch_size: Annotated[int, Field(gt=0, le=1024)] = 32
     embed_max_batch_tokens: Annotated[int, Field(gt=0, le=1_000_000)] = 2048
-    # How long a partial batch may wait for more texts when more are expected.
-    embed_max_wait_ms: Annotated[float, Field(ge=0, le=1000)] = 5.0
+    # How long a partial batch may wait for more texts, and only when more are expected (the
+    # previous batch was bigger); a lone caller never waits.
+    embed_max_wait_ms: Annotated[float, Field(ge=0, le=1000)] = 2.0
     # Texts waiting for a batch; above it Embed answers RESOURCE_EXHAUSTED at once.
     embed_max_queue: Annotated[int, Field(gt=0, le=1_000_000)] = 4096
     # Query embeddings remembered (LRU); 0 turns the cache off.

@@ -94,7 +94,7 @@ async def test_ten_thousand_mixed_writes_replay_exactly(big: Stack) -> None:
     assert len(rows) >= 4990
     base = len(rows)
     rng.shuffle(rows := list(rows))
-    dedupe, supersede, update = rows[:500], rows[500:1000], rows[1000:3500]
+    dedupe, supersede, update, delete = rows[:500], rows[500:1000], rows[1000:2500], rows[2500:3000]
     started = time.perf_counter()
 
     # Same text again: the dedupe gate updates the existing memory instead of inserting.
@@ -105,16 +105,16 @@ async def test_ten_thousand_mixed_writes_replay_exactly(big: Stack) -> None:
     assert all(r.created and str(r.memory["supersedes"]) for r in results)
     await _gather_limited([writer.update(UpdateInput("loadtest", GRANTS, str(r["id"]), {"importance": 0.5, "tags": ["t"]}))
                            for r in update], 32)
-    # Make 1,500 of the updated ones stale, then forget them (one archive record each).
+    # Make the updated ones stale, then forget them (one archive record each).
     await big.pool.execute(
         "UPDATE memories SET last_accessed_at = now() - interval '400 days' WHERE id = ANY($1)",
-        [r["id"] for r in update[:1500]],
+        [r["id"] for r in update],
     )
     forgetter = Forgetter(writer.pool, after_days=180, importance_floor=1.0)
     forgot = await forgetter.forget(ForgetInput("loadtest", GRANTS, [SCOPE], apply=True, limit=10))
     assert forgot.matched == forgot.archived == 1500 and forgot.truncated
     await _gather_limited([forgetter.restore("loadtest", GRANTS, str(r["id"])) for r in update[:500]], 32)
-    await _gather_limited([writer.delete("loadtest", GRANTS, str(r["id"])) for r in rows[3500:4000]], 32)
+    await _gather_limited([writer.delete("loadtest", GRANTS, str(r["id"])) for r in delete], 32)
     total = await _check_chain(big)
     print(f"{total - 5000} mixed writes in {time.perf_counter() - started:.1f}s; {total} records in the chain")
     assert total >= 10_000

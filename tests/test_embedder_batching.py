@@ -16,6 +16,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from hypermnesia.embedder_client import DOCUMENT, QUERY, EmbedderClient
+from hypermnesia.errors import Unavailable
 from hypermnesia.settings import EmbedderSettings
 from hypermnesia.v1 import embedder_pb2, embedder_pb2_grpc
 from services.embedder.batching import pick_batch
@@ -291,3 +292,19 @@ async def test_query_cache_hits_and_queries_jump_the_queue(onnx_provider: OnnxPr
         finally:
             gated.gate.set()
             await client.close()
+
+
+async def test_shutdown_answers_waiting_and_running_callers(onnx_provider: OnnxProvider) -> None:
+    gated = GatedProvider(onnx_provider)
+    engine = EmbeddingEngine(gated, limits=BatchLimits(max_batch_size=2, max_wait_ms=0))  # type: ignore[arg-type]
+    engine.start()
+    gated.gate.clear()
+    running_call = asyncio.create_task(engine.embed(["in the running batch"]))
+    assert await asyncio.to_thread(gated.started.wait, 10)
+    waiting_call = asyncio.create_task(engine.embed(["still queued", "also queued", "third"]))
+    await asyncio.sleep(0.1)
+    await engine.close()
+    gated.gate.set()
+    for call in (running_call, waiting_call):
+        with pytest.raises(Unavailable, match="shutting down"):
+            await asyncio.wait_for(call, 10)

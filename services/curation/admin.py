@@ -58,21 +58,20 @@ class LocalEncoder:
     the embedder's own engine so vectors are exactly what the embedder service would return."""
 
     def __init__(self, settings: EmbedderSettings) -> None:
-        from services.embedder.server import build_engine
+        from services.embedder.engine import EmbeddingEngine
+        from services.embedder.server import build_provider
 
-        self.engine: Any = build_engine(settings)
-        if hasattr(self.engine, "start"):
-            self.engine.start()
-        info = getattr(self.engine, "info", None) or self.engine.encoder
-        self.model_id: str = info.model_id
-        self.dimension: int = int(info.dimension)
+        # No reranker: the admin commands only embed documents.
+        self.engine = EmbeddingEngine(build_provider(settings))
+        self.engine.start()
+        self.model_id: str = self.engine.info.model_id
+        self.dimension: int = int(self.engine.info.dimension)
 
     async def embed(self, texts: list[str], on_batch: Callable[[int], None] | None = None) -> np.ndarray:
         parts = []
         for start in range(0, len(texts), EMBED_BATCH):
             chunk = texts[start : start + EMBED_BATCH]
-            result = await self.engine.embed(chunk)
-            parts.append(result.vectors if hasattr(result, "vectors") else result[0])
+            parts.append((await self.engine.embed(chunk)).vectors)
             if on_batch is not None:
                 on_batch(len(chunk))
         return np.concatenate(parts) if parts else np.zeros((0, self.dimension), dtype=np.float32)
@@ -81,9 +80,7 @@ class LocalEncoder:
         return list(await self.engine.count_tokens(texts))
 
     async def close(self) -> None:
-        closing = self.engine.close()
-        if asyncio.iscoroutine(closing):
-            await closing
+        await self.engine.close()
 
 
 async def require_pin(pool: asyncpg.Pool, encoder: LocalEncoder) -> None:

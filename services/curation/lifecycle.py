@@ -79,6 +79,7 @@ class Forgetter:
         args = (item.scopes, item.tags, cutoff, floor)
         async with self.pool.acquire() as conn, conn.transaction():
             if item.apply:
+                await rawlog.lock_head(conn)  # the head before memory rows, as every write does
                 # Lock what we archive so `matched` is exactly what apply archives.
                 ids = [r["id"] for r in await conn.fetch(
                     f"SELECT id FROM memories WHERE {_CRITERIA} ORDER BY last_accessed_at, id FOR UPDATE", *args
@@ -99,6 +100,7 @@ class Forgetter:
         """Un-archive, refreshing the access time so the next sweep does not re-forget it at once."""
         memory_id = parse_id(memory_id_text)
         async with self.pool.acquire() as conn, conn.transaction():
+            await rawlog.lock_head(conn)
             row = await repo.lock_memory(conn, memory_id)
             if row is None or not permits(grants, row["scope"]):
                 raise NotFound(f"no memory {memory_id_text} in your scopes")
@@ -121,6 +123,7 @@ class Forgetter:
         now = datetime.now(UTC)
         cutoff = now - timedelta(days=self.after_days)
         async with self.pool.acquire() as conn, conn.transaction():
+            await rawlog.lock_head(conn)
             rows = await conn.fetch(
                 f"SELECT id, scope, description FROM memories WHERE {_SWEEP} ORDER BY last_accessed_at FOR UPDATE",
                 cutoff, self.importance_floor,

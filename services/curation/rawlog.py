@@ -85,8 +85,9 @@ _INSERT_RECORD = (
 
 
 async def lock_head(conn: asyncpg.Connection) -> None:
-    """Take the chain head now (held until commit): lets a writer re-check source_refs under the
-    same lock that orders its appends."""
+    """Take the chain head now (held until commit). Every write transaction takes it before any
+    memory row, so two writers never wait on each other in opposite orders (no deadlocks), and an
+    importer re-checks source_refs under the same lock that orders its appends."""
     await conn.execute("SELECT 1 FROM record_chain FOR UPDATE")
 
 

@@ -232,7 +232,10 @@ class RecordImporter:
         if not self.task_extraction or not turns:
             return []
         async with self.pool.acquire() as conn:
-            known = {scope: await tasks.known_entities(conn, [scope]) for scope in {t[1] for t in turns}}
+            known = {
+                scope: await tasks.known_entities(conn, scope, [t[3] for t in turns if t[1] == scope])
+                for scope in {t[1] for t in turns}
+            }
         return tasks.candidates_for(turns, known)
 
 
@@ -334,13 +337,13 @@ async def _lookup_target(conn: asyncpg.Connection, scope: str, ref: str) -> uuid
             memory_id = uuid.UUID(ref)
         except ValueError:
             return None
-        row = await conn.fetchrow("SELECT id, scope, superseded_by FROM memories WHERE id = $1", memory_id)
+        # Only the record's own scope is searched: a correction lives beside what it corrects, and
+        # an id from another scope is reported like an unknown one (its existence is not revealed).
+        row = await conn.fetchrow(
+            "SELECT id, scope, superseded_by FROM memories WHERE id = $1 AND scope = $2", memory_id, scope
+        )
         if row is None:
             return None
-        if row["scope"] != scope:
-            raise InvalidArgument(
-                f"supersedes {ref}: that memory lives in another scope; a correction must be in the same scope"
-            )
     if row["superseded_by"] is not None:
         raise FailedPrecondition(
             f"supersedes {ref!r}: it was already superseded by {row['superseded_by']}; supersede the "

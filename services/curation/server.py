@@ -16,7 +16,9 @@ from hypermnesia.grpc_server import create_server, mark_serving, run_until_signa
 from hypermnesia.settings import CurationSettings
 from hypermnesia.v1 import curation_pb2, curation_pb2_grpc
 from services.curation import structure_load
+from services.curation.ingest import Ingester
 from services.curation.lifecycle import Forgetter
+from services.curation.rebuild import Rebuilder
 from services.curation.records import RecordImporter
 from services.curation.servicer import Curation, CurationServicer
 from services.curation.writer import MemoryWriter
@@ -74,8 +76,6 @@ async def running(settings: CurationSettings) -> AsyncIterator[tuple[grpc.aio.Se
 
 def _attach_optional(curation: Curation, pool: Any, writer: MemoryWriter) -> None:
     """Rebuild and ingestion share the writer's embedder."""
-    from services.curation.ingest import Ingester
-    from services.curation.rebuild import Rebuilder
 
     async def count_tokens(texts: list[str]) -> list[int]:
         return await writer.embedder.count_tokens(texts, writer.embed_timeout_s)

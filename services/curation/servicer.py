@@ -14,9 +14,11 @@ from hypermnesia.errors import InvalidArgument, NotFound
 from hypermnesia.memory_rows import memory_from_row
 from hypermnesia.scopes import permits, require
 from hypermnesia.v1 import common_pb2, curation_pb2, curation_pb2_grpc
-from services.curation import records_repo, tasks
+from services.curation import records_repo, repo, tasks
+from services.curation.ingest import Ingester
 from services.curation.lifecycle import ForgetInput, Forgetter
 from services.curation.messages import record_spec, record_view
+from services.curation.rebuild import Rebuilder
 from services.curation.records import RecordImporter
 from services.curation.writer import MemoryWriter, SaveInput, UpdateInput, parse_id
 
@@ -30,8 +32,8 @@ class Curation:
     writer: MemoryWriter
     importer: RecordImporter
     forgetter: Forgetter
-    rebuilder: Any = None
-    ingester: Any = None
+    rebuilder: Rebuilder | None = None
+    ingester: Ingester | None = None
 
 
 def _grants(caller: common_pb2.Caller) -> tuple[str, ...]:
@@ -199,9 +201,8 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
         task_id = parse_id(request.id, "task")
         async with self.writer.pool.acquire() as conn, conn.transaction():
             await tasks.decide(conn, request.caller.principal, _grants(request.caller), task_id, request.decision)
-            row = await conn.fetchrow(
-                f"SELECT {records_repo.MEMORY_COLUMNS} FROM memories WHERE id = $1", task_id
-            )
+            row = await repo.fetch_memory(conn, task_id)
+        assert row is not None
         return memory_from_row(row)
 
     async def Rebuild(self, request: curation_pb2.RebuildRequest, context: grpc.aio.ServicerContext) -> curation_pb2.RebuildResponse:

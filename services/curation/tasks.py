@@ -94,8 +94,17 @@ def score(task: str, signal: float, known: set[tuple[str, str]], recent_turns: l
     return Candidate(task, signal, density, recency)
 
 
-async def known_entities(conn: asyncpg.Connection, scopes: list[str]) -> set[tuple[str, str]]:
-    rows = await conn.fetch("SELECT type, name FROM entities WHERE scope = ANY($1)", scopes)
+async def known_entities(conn: asyncpg.Connection, scope: str, texts: list[str]) -> set[tuple[str, str]]:
+    """Which of the entities the candidate task phrases in `texts` mention the scope already knows
+    (looked up by name, so a scope with a large index costs no more than a small one)."""
+    wanted = {e for text in texts for task, _ in find(text) for e in entities.extract(task)}
+    if not wanted:
+        return set()
+    rows = await conn.fetch(
+        "SELECT e.type, e.name FROM entities e JOIN unnest($2::text[], $3::text[]) AS w(t, n)"
+        " ON e.type = w.t AND e.name = w.n WHERE e.scope = $1",
+        scope, [w[0] for w in wanted], [w[1] for w in wanted],
+    )
     return {(r["type"], r["name"]) for r in rows}
 
 
@@ -148,6 +157,7 @@ async def decide(conn: asyncpg.Connection, principal: str, grants: tuple[str, ..
     """confirm: a tracked task (no TTL); dismiss: archived. Both are recorded in the raw log."""
     if decision not in ("confirm", "dismiss"):
         raise InvalidArgument("decision must be 'confirm' or 'dismiss'")
+    await rawlog.lock_head(conn)
     row = await repo.lock_memory(conn, task_id)
     if row is None or not permits(grants, row["scope"]) or row["type"] != "task":
         raise NotFound(f"no task {task_id} in your scopes")

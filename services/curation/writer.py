@@ -167,6 +167,8 @@ class MemoryWriter:
             "metadata": dict(item.metadata),
         }
         async with self.pool.acquire() as conn, conn.transaction():
+            # Every write takes the chain head before any memory row, so writers never deadlock.
+            await rawlog.lock_head(conn)
             if duplicate is not None:
                 old = await repo.lock_memory(conn, duplicate["id"])
                 if old is not None and old["archived_at"] is None and not old["superseded_by"]:
@@ -249,6 +251,7 @@ class MemoryWriter:
         now = datetime.now(UTC)
         changes["updated_at"] = now
         async with self.pool.acquire() as conn, conn.transaction():
+            await rawlog.lock_head(conn)
             locked = await repo.lock_memory(conn, memory_id)
             _check_writable(locked, item.id, item.grants)
             assert locked is not None
@@ -274,6 +277,7 @@ class MemoryWriter:
         """Remove a memory from every read; its history stays in the raw log (a tombstone record)."""
         memory_id = parse_id(memory_id_text)
         async with self.pool.acquire() as conn, conn.transaction():
+            await rawlog.lock_head(conn)
             locked = await repo.lock_memory(conn, memory_id)
             if locked is None or not permits(grants, locked["scope"]):
                 raise NotFound(f"no memory {memory_id_text} in your scopes")

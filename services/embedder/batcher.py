@@ -151,6 +151,10 @@ class Batcher:
             if not batch:
                 self._slots.release()
                 continue
+            if self.provider.concurrency == 1:
+                # Nothing else could start meanwhile: run it here and save a task per batch.
+                await self._run(batch)
+                continue
             task = asyncio.create_task(self._run(batch))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
@@ -207,6 +211,11 @@ class Batcher:
             )
             if vectors.shape[0] != len(batch):
                 raise RuntimeError(f"the provider returned {vectors.shape[0]} vectors for {len(batch)} texts")
+        except asyncio.CancelledError:
+            # Shutting down mid-batch: its callers get an answer, not a hang.
+            for request in {id(i.request): i.request for i in batch}.values():
+                self._fail(request, Unavailable("the embedder is shutting down; retry on another replica"))
+            raise
         except Exception as exc:
             metrics.BATCH_FAILURES.inc()
             log.error("embedding batch of %d texts failed", len(batch), exc_info=exc)

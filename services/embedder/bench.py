@@ -14,6 +14,7 @@ on a shared machine a burst of someone else's work then hurts one round, not one
 from __future__ import annotations
 
 import asyncio
+import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -108,6 +109,8 @@ class Report:
     batched: Row  # service, batching, short texts, N clients
     unbatched: Row  # service, no batching, short texts, N clients
     single: Row  # service, batching, short texts, 1 client
+    load_before: tuple[float, float, float]  # os.getloadavg(): was the machine shared?
+    load_after: tuple[float, float, float]
 
     @property
     def ratio_batched_vs_raw(self) -> float:
@@ -128,6 +131,8 @@ class Report:
             "ratio_b32_over_a": self.ratio_batched_vs_raw,
             "ratio_b32_over_c32": self.ratio_batched_vs_unbatched,
             "single_client_p50_minus_raw_batch1_p50_ms": self.single_client_overhead_ms,
+            "load_average_before": self.load_before,
+            "load_average_after": self.load_after,
         }
 
 
@@ -139,6 +144,7 @@ def run(
     rounds: int = 3,
     quantization: str = "fp32",
 ) -> Report:
+    load_before = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="hm-bench-")) if data_dir is None else data_dir
     logs = Path(tempfile.mkdtemp(prefix="hm-bench-logs-"))
     short = make_texts(4000, 14, seed=1)
@@ -193,6 +199,8 @@ def run(
         batched=best[f"b-{clients}"],
         unbatched=best[f"c-{clients}"],
         single=best["b-1"],
+        load_before=load_before,
+        load_after=os.getloadavg(),
     )
 
 
@@ -204,7 +212,9 @@ def format_report(report: Report) -> str:
     c = report.batched.clients
     lines += [
         "",
-        "p50/p95: per call (raw: per batch). Best of the rounds for each scenario.",
+        "p50/p95: per call (raw: per batch). Best of the rounds for each scenario. "
+        f"Load average {report.load_before[0]:.1f} before, {report.load_after[0]:.1f} after "
+        f"on {os.cpu_count()} cores.",
         "",
         f"- b{c}/a (service with {c} clients / raw at its best batch size, {report.raw_best.name}): "
         f"{report.ratio_batched_vs_raw:.2f} (target >= 0.85)",

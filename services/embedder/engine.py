@@ -36,7 +36,7 @@ class Embedded:
 class BatchLimits:
     max_batch_size: int = 32
     max_batch_tokens: int = 2048
-    max_wait_ms: float = 5.0
+    max_wait_ms: float = 2.0
     max_queue: int = 4096
 
 
