@@ -70,6 +70,21 @@ async def embedder_server(data_dir: Path, **overrides: Any) -> AsyncIterator[str
 
 
 @asynccontextmanager
+async def embedder_process(data_dir: Path, **overrides: Any) -> AsyncIterator[str]:
+    """The embedder as its own process (as in production), so a busy event loop elsewhere in this
+    process cannot delay its batches; yields its address."""
+    from services.embedder.process import start_embedder
+
+    log_path = data_dir / "embedder.log"
+    child = start_embedder(data_dir, log_path, **overrides)
+    try:
+        await asyncio.to_thread(child.wait_ready)
+        yield child.address
+    finally:
+        await asyncio.to_thread(child.stop)
+
+
+@asynccontextmanager
 async def local_stack(
     database_url: str,
     embedder_address: str,

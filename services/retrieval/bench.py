@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from hypermnesia.db import resolve_database_url
 from hypermnesia.embedder_client import DOCUMENT, QUERY, EmbedderClient
-from hypermnesia.local_stack import create_database, drop_database, embedder_server, local_stack
+from hypermnesia.local_stack import create_database, drop_database, embedder_process, local_stack
 from hypermnesia.v1 import common_pb2, retrieval_pb2, retrieval_pb2_grpc
 
 SCOPES = [f"bench:project-{i}" for i in range(10)]
@@ -282,7 +282,7 @@ async def run(memories: int, queries: int, database_url: str | None, seed: int =
         server_url, _embedded = resolve_database_url(database_url, work)
         db_url = await create_database(server_url, prefix="hm_bench")
         try:
-            async with embedder_server(work) as embedder_address:
+            async with embedder_process(work) as embedder_address:
                 client = EmbedderClient(embedder_address)
                 await client.wait_for_info(60)
                 # The pin must exist before COPY: the stack creates it, so start it first.

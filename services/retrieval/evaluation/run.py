@@ -17,7 +17,7 @@ from google.protobuf import timestamp_pb2
 from tqdm import tqdm
 
 from hypermnesia.db import resolve_database_url
-from hypermnesia.local_stack import create_database, drop_database, embedder_server, local_stack
+from hypermnesia.local_stack import create_database, drop_database, embedder_process, local_stack
 from hypermnesia.v1 import common_pb2, curation_pb2, curation_pb2_grpc, retrieval_pb2, retrieval_pb2_grpc
 from services.retrieval.evaluation import datasets
 from services.retrieval.evaluation.metrics import ndcg_at, recall_at, reciprocal_rank
@@ -164,7 +164,7 @@ async def evaluate(
         db_url = await create_database(server_url, prefix="hm_eval")
         try:
             async with (
-                embedder_server(work) as embedder,
+                embedder_process(work) as embedder,
                 local_stack(
                     db_url, embedder, work, search_log_enabled=False, search_bump_access=False
                 ) as stack,
