@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import asyncio
+import importlib
 import logging
 import sys
 from collections.abc import Callable, Coroutine

@@ -32,16 +32,30 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
     """Turns HypermnesiaError into its status; any other exception into INTERNAL without details
     (those go to the log, never to the caller). Also times every unary RPC."""
 
+    def __init__(self) -> None:
+        # One wrapped handler per method: building it on every call costs measurable CPU.
+        self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
+
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
+        cached = self._wrapped.get(handler_call_details.method)
+        if cached is not None:
+            return cached
         handler = await continuation(handler_call_details)
         if handler is None or handler.unary_unary is None:
             return handler
-        method = handler_call_details.method.rsplit("/", 1)[-1]
+        wrapped_handler = self._wrap(handler, handler_call_details.method)
+        self._wrapped[handler_call_details.method] = wrapped_handler
+        return wrapped_handler
+
+    @staticmethod
+    def _wrap(handler: grpc.RpcMethodHandler, full_method: str) -> grpc.RpcMethodHandler:
+        method = full_method.rsplit("/", 1)[-1]
         inner = handler.unary_unary
+        seconds = RPC_SECONDS.labels(method)
 
         async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> Any:
             started = time.perf_counter()
@@ -59,7 +73,7 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
                 log.exception("unhandled error in %s", method)
                 await context.abort(grpc.StatusCode.INTERNAL, "internal error; see the service log")
             finally:
-                RPC_SECONDS.labels(method).observe(time.perf_counter() - started)
+                seconds.observe(time.perf_counter() - started)
 
         return grpc.unary_unary_rpc_method_handler(
             wrapped,

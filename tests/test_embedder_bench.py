@@ -18,7 +18,7 @@ def test_bench_embedder_smoke(model_cache: Path, capsys: pytest.CaptureFixture[s
             "embedder",
             "--json",
             "--clients",
-            "4",
+            "2",
             "--scale",
             "0.005",
             "--rounds",
@@ -29,8 +29,8 @@ def test_bench_embedder_smoke(model_cache: Path, capsys: pytest.CaptureFixture[s
     )
     report = json.loads(capsys.readouterr().out)
     names = {(r["name"], r["clients"]) for r in report["rows"]}
-    assert ("(b) service, short", 4) in names and ("(b) service, short", 1) in names
-    assert ("(c) service, no batching, short", 4) in names
+    assert ("(b) service, short", 2) in names and ("(b) service, short", 1) in names
+    assert ("(c) service, no batching, short", 2) in names
     assert ("(d) service, ~100 words", 1) in names and ("(a) raw, short, batch 1", 0) in names
     assert all(r["texts_per_s"] > 0 and r["p95_ms"] >= r["p50_ms"] > 0 for r in report["rows"])
     assert report["ratio_b32_over_a"] > 0 and report["ratio_b32_over_c32"] > 0
