@@ -675,7 +675,7 @@ def test_k8s_embedder_scales_out_with_cpu_requests() -> None:
     spec = container("embedder")
     cpu = cpu_cores(str(spec["resources"]["requests"]["cpu"]))
     assert cpu > 0, "the embedder needs a CPU request (inference is CPU-bound)"
-    threads = resolved_env(spec).get("HM_EMBED_THREADS")
+    threads = resolved_env(spec).get("HM_EMBED_INTRA_OP_THREADS")
     # 0 (the default) means every core of the node inside a pod: oversubscribed.
     assert threads is not None and 0 < int(threads) <= max(1, round(cpu * 2))
 
