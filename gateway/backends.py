@@ -29,10 +29,13 @@ class Backends:
         self.structure_admin = structure_pb2_grpc.StructureAdminStub(self._channels[1])
         self.timeout_s = timeout_s
 
-    async def call(self, method: Any, request: Any) -> Any:
+    async def call(self, method: Any, request: Any, timeout_s: float | None = None) -> Any:
+        """Call a service method; a non-OK status becomes a BackendError with a caller-facing
+        message. `timeout_s` lengthens the deadline for calls that embed many texts."""
+        timeout = max(self.timeout_s, timeout_s or 0.0)
         try:
             # wait_for_ready rides out a service restart (reconnect) within the deadline.
-            return await method(request, timeout=self.timeout_s, wait_for_ready=True)
+            return await method(request, timeout=timeout, wait_for_ready=True)
         except grpc.aio.AioRpcError as exc:
             code = exc.code()
             if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):

@@ -7,11 +7,10 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from gateway.auth import Session
-from gateway.backends import BackendError, Backends
+from gateway.backends import Backends
 from gateway.operations import _caller, _metadata, memory_json
 from hypermnesia import validation
 from hypermnesia.errors import InvalidArgument
@@ -44,19 +43,7 @@ RECORD_FIELDS = (
 
 async def _call(backends: Backends, method: Any, request: Any, timeout_s: float | None = None) -> Any:
     """backends.call, with a longer deadline for the calls that embed many texts."""
-    if timeout_s is None or timeout_s <= backends.timeout_s:
-        return await backends.call(method, request)
-    try:
-        return await method(request, timeout=timeout_s, wait_for_ready=True)
-    except grpc.aio.AioRpcError as exc:
-        code = exc.code()
-        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-            message = "the curation service is unreachable or too slow; check that the stack is running"
-        elif code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN):
-            message = "internal error in the curation service; see its log"
-        else:
-            message = exc.details() or code.name
-        raise BackendError(code, message) from exc
+    return await backends.call(method, request, timeout_s)
 
 
 def _timestamp(value: datetime | str | None, field: str) -> Timestamp | None:

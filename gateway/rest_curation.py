@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from gateway import curation_ops
 from gateway.auth import Session
+from gateway.rest import SaveBody
 
 
 class ImportBody(BaseModel):
@@ -50,15 +51,8 @@ class RebuildBody(BaseModel):
     check: bool = False
 
 
-class SupersedeBody(BaseModel):
-    content: str
-    description: str = ""
-    scope: str | None = None
-    type: str | None = None
-    tags: list[str] | None = None
-    metadata: dict[str, Any] | None = None
-    importance: float | None = None
-    kind: str | None = None
+class SupersedeBody(SaveBody):
+    """The replacement memory: the same fields as a save."""
 
 
 def _session(request: Request) -> tuple[Any, Session]:
