@@ -8,6 +8,7 @@ import grpc
 
 from hypermnesia.errors import HypermnesiaError
 from hypermnesia.grpc_client import open_channel
+from hypermnesia.grpc_server import SERVICE_ERROR_MARK
 from hypermnesia.v1 import curation_pb2_grpc, retrieval_pb2_grpc, structure_pb2_grpc
 
 
@@ -17,6 +18,12 @@ class BackendError(HypermnesiaError):
     def __init__(self, code: grpc.StatusCode, message: str) -> None:
         super().__init__(message)
         self.code = code  # type: ignore[misc]
+
+
+def _from_service(exc: grpc.aio.AioRpcError) -> bool:
+    """A status the service itself raised (see SERVICE_ERROR_MARK): its message is meant for the caller."""
+    metadata = exc.trailing_metadata() or ()
+    return any((key, value) in SERVICE_ERROR_MARK for key, value in metadata)
 
 
 class Backends:
@@ -38,7 +45,9 @@ class Backends:
             return await method(request, timeout=timeout, wait_for_ready=True)
         except grpc.aio.AioRpcError as exc:
             code = exc.code()
-            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            if _from_service(exc):
+                message = exc.details() or code.name
+            elif code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                 message = "a hypermnesia service is unreachable or too slow; check that the stack is running"
             elif code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN):
                 message = "internal error in a hypermnesia service; see its log"

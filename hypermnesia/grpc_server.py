@@ -63,7 +63,7 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
                 return await inner(request, context)
             except HypermnesiaError as exc:
                 RPC_ERRORS.labels(method, exc.code.name).inc()
-                await context.abort(exc.code, exc.message)
+                await context.abort(exc.code, exc.message, trailing_metadata=SERVICE_ERROR_MARK)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -81,6 +81,10 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
             response_serializer=handler.response_serializer,
         )
 
+
+# Marks a status a service chose (its message is for the caller), as opposed to one made by the
+# transport (refused connection, deadline), whose details are not.
+SERVICE_ERROR_MARK = (("hm-error", "service"),)
 
 Registration = tuple[Callable[[Any, grpc.aio.Server], None], Any, str]
 

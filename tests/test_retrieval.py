@@ -168,7 +168,7 @@ async def test_conversation_neighbours_lift_the_answer(stack: Stack) -> None:
         "Gina: Cool, classical music is relaxing.",
     ]
     records = [
-        {"type": "conversation", "scope": "project:recall", "content": t, "source_ref": f"t{i}",
+        {"type": "conversation", "scope": "project:recall-chat", "content": t, "source_ref": f"t{i}",
          "thread_id": "weekend-chat", "created_at": (base + timedelta(seconds=i)).isoformat()}
         for i, t in enumerate(turns)
     ]
@@ -176,7 +176,7 @@ async def test_conversation_neighbours_lift_the_answer(stack: Stack) -> None:
         response = await http.post("/records/import", json={"records": records})
         assert response.status_code == 200, response.text
         body = await _search(http, "what breed is the dog Gina adopted", min_similarity=0.0, relative_cutoff=0.0,
-                             kinds=["episodic"], k=3)
+                             scope="project:recall-chat", k=3)
         top = [r["content"] for r in body["results"]]
         assert "Gina: A three-legged greyhound named Pixel." in top, top
         assert all(r.get("source_ref") for r in body["results"])

@@ -57,7 +57,12 @@ tsq AS (
 )"""
 
 
-_BM25 = "hm_bm25(m.search_tsv, m.lex_len, idf.terms, idf.idfs, corpus.avgdl, $4, $5)"
+# $5 holds two length-normalisation strengths: [memories, documents]. A memory is a sentence or
+# two, so long ones should not be penalised much; document chunks vary more and get BM25's usual b.
+_BM25 = (
+    "hm_bm25(m.search_tsv, m.lex_len, idf.terms, idf.idfs, corpus.avgdl, $4,"
+    " CASE WHEN m.kind = 'document' THEN ($5::float8[])[2] ELSE ($5::float8[])[1] END)"
+)
 
 
 def _neighbour(direction: str) -> str:
@@ -72,7 +77,7 @@ def _neighbour(direction: str) -> str:
 
 
 def hybrid_sql(where: str) -> str:
-    # $1 query, $2 stopwords, $3 scopes (for statistics), $4 k1, $5 b, $6 vector, $7 depth,
+    # $1 query, $2 stopwords, $3 scopes (for statistics), $4 k1, $5 [b, b for documents], $6 vector, $7 depth,
     # $8 expansion (how many top candidates of each leg get their neighbours added); filters from $9.
     return f"""
 WITH {_LEXICAL_PRELUDE},
@@ -139,12 +144,13 @@ class CandidateQuery:
     expansion: int
     k1: float
     b: float
+    b_documents: float
 
 
 async def candidates(
     pool: asyncpg.Pool, q: CandidateQuery, vector: np.ndarray | None, ef_search: int
 ) -> list[asyncpg.Record]:
-    params = [q.query, _STOPWORDS, q.prefilter.scopes, q.k1, q.b]
+    params = [q.query, _STOPWORDS, q.prefilter.scopes, q.k1, [q.b, q.b_documents]]
     async with pool.acquire() as conn, conn.transaction(readonly=True):
         if vector is None:
             where, filter_params = q.prefilter.sql(first_param=7)

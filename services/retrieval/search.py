@@ -156,6 +156,7 @@ class Searcher:
             expansion=self.settings.search_context_expansion,
             k1=self.settings.bm25_k1,
             b=self.settings.bm25_b,
+            b_documents=self.settings.bm25_b_documents,
         )
         rows = await repo.candidates(
             self.pool, cq, vector, ef_search=max(self.settings.hnsw_ef_search, cq.depth)
