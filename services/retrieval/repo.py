@@ -57,8 +57,8 @@ tsq AS (
 )"""
 
 
-# $5 holds two length-normalisation strengths: [memories, documents]. A memory is a sentence or
-# two, so long ones should not be penalised much; document chunks vary more and get BM25's usual b.
+# $5 holds two length-normalisation strengths: [memories, documents] (HM_BM25_B, HM_BM25_B_DOCUMENTS),
+# since a memory is a sentence or two while document chunks are long and vary more.
 _BM25 = (
     "hm_bm25(m.search_tsv, m.lex_len, idf.terms, idf.idfs, corpus.avgdl, $4,"
     " CASE WHEN m.kind = 'document' THEN ($5::float8[])[2] ELSE ($5::float8[])[1] END)"
