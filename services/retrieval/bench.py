@@ -129,16 +129,17 @@ async def build_store(database_url: str, embedder: EmbedderClient, n: int, seed:
             for start in range(0, n, batch):
                 chunk = texts[start : start + batch]
                 vectors = await embedder.embed(chunk, DOCUMENT, timeout_s=600)
+                # Scope and tag are drawn independently, so every (scope, tag) filter has matches.
                 records = [
                     (
                         uuid.uuid4(),
-                        SCOPES[(start + j) % len(SCOPES)],
+                        rng.choice(SCOPES),
                         "bench",
                         "note",
                         "semantic",
                         "",
                         text,
-                        [TAGS[(start + j) % len(TAGS)]],
+                        [rng.choice(TAGS)],
                         "{}",
                         1.0,
                         "slow",
@@ -231,8 +232,10 @@ async def ann_recall(
                 q.tags,
             )
             truth = {r["id"] for r in exact}
+            if not truth:
+                continue  # nothing matches the filter: no recall to measure
             got = {r["id"] for r in ann}
-            recalls["filtered" if q.filtered else "unfiltered"].append(len(truth & got) / max(1, len(truth)))
+            recalls["filtered" if q.filtered else "unfiltered"].append(len(truth & got) / len(truth))
     finally:
         await conn.close()
     return {k: statistics.fmean(v) for k, v in recalls.items() if v}
