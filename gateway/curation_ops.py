@@ -4,14 +4,14 @@ curation service, shape the answer as JSON."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from gateway.auth import Session
 from gateway.backends import Backends
-from gateway.operations import _caller, _metadata, memory_json
+from gateway.operations import _caller, _metadata, memory_json, timestamp
 from hypermnesia import validation
 from hypermnesia.errors import InvalidArgument
 from hypermnesia.v1 import curation_pb2
@@ -54,11 +54,7 @@ def _timestamp(value: datetime | str | None, field: str) -> Timestamp | None:
             value = datetime.fromisoformat(value)
         except ValueError as exc:
             raise InvalidArgument(f"{field} is not an ISO 8601 time such as 2024-05-01T12:00:00Z") from exc
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    stamp = Timestamp()
-    stamp.FromDatetime(value)
-    return stamp
+    return timestamp(value)
 
 
 def record_input(data: dict[str, Any], session: Session, where: str = "") -> curation_pb2.RecordInput:
