@@ -151,6 +151,9 @@ class RetrievalSettings(EmbedderClientSettings):
     # Candidates taken from each leg, and how many of each leg's best get their neighbours added.
     search_candidates: Annotated[int, Field(gt=0, le=10_000)] = 200
     search_context_expansion: Annotated[int, Field(ge=0, le=1000)] = 20
+    # The lexical leg scores only rows holding its rarest query terms, while together they match at
+    # most this many rows: the bound on its cost (about 2 us a row), whatever the store's size.
+    search_lexical_rows: Annotated[int, Field(gt=0, le=10_000_000)] = 2_000
     hnsw_ef_search: Annotated[int, Field(gt=0, le=10_000)] = 200
     # Cross-encoder re-scoring of the fused top-N (per request `rerank`; needs HM_RERANK_MODEL_DIR).
     rerank_top_n: Annotated[int, Field(gt=0, le=200)] = 20

@@ -39,30 +39,51 @@ term_df AS (
     ) d ON d.term = qt.term
 ),
 idf AS (
-    SELECT array_agg(t.term) AS terms,
-           array_agg(ln(1 + (c.n - t.df + 0.5) / (t.df + 0.5))) AS idfs
-    FROM term_df t CROSS JOIN corpus c
+    -- The query's terms found in these scopes, rarest first, with the tsquery that tests for each
+    -- (quoted, so the lexeme is taken as it is).
+    SELECT array_agg(t.term ORDER BY t.df, t.term) AS terms,
+           array_agg(ln(1 + (c.n - t.df + 0.5) / (t.df + 0.5)) ORDER BY t.df, t.term) AS idfs,
+           array_agg(hm_quoted_tsquery(t.term) ORDER BY t.df, t.term) AS queries
+    FROM term_df t CROSS JOIN corpus c WHERE t.df > 0
 ),
--- Which terms select candidates: those in at most a quarter of the documents (or else the
--- rarest one). Common terms still count in every candidate's BM25, but letting them select
--- would score a large share of the corpus for little gain.
+-- Which terms select lexical candidates: the rarest, while together they match at most $6 rows
+-- (NULL: no limit), and none found in over a quarter of the documents unless it is the rarest.
+-- Every term still counts in each candidate's BM25; the limit bounds how many rows get scored,
+-- and the dense leg finds what common words alone would have selected.
 matching AS (
-    SELECT t.term FROM term_df t, corpus c
-    WHERE t.df > 0 AND (t.df <= 0.25 * c.n OR t.df = (SELECT min(df) FROM term_df WHERE df > 0))
+    SELECT r.term FROM (
+        SELECT t.term, t.df, sum(t.df) OVER (ORDER BY t.df, t.term) AS running,
+               row_number() OVER (ORDER BY t.df, t.term) AS rarity
+        FROM term_df t WHERE t.df > 0
+    ) r, corpus c
+    WHERE ($6::float8 IS NULL OR r.running <= $6::float8) AND (r.df <= 0.25 * c.n OR r.rarity = 1)
 ),
 tsq AS (
-    SELECT (SELECT string_agg('''' || replace(term, '''', '''''') || '''', ' | ') FROM matching)::tsquery
-               AS any_term,
+    SELECT (SELECT string_agg(hm_quoted_tsquery(term)::text, ' | ') FROM matching)::tsquery AS any_term,
            plainto_tsquery('english', $1::text) AS all_terms
 )"""
 
-
-# $5 holds two length-normalisation strengths: [memories, documents] (HM_BM25_B, HM_BM25_B_DOCUMENTS),
-# since a memory is a sentence or two while document chunks are long and vary more.
-_BM25 = (
-    "hm_bm25(m.search_tsv, m.lex_len, idf.terms, idf.idfs, corpus.avgdl, $4,"
-    " CASE WHEN m.kind = 'document' THEN ($5::float8[])[2] ELSE ($5::float8[])[1] END)"
+# BM25 reads a term's frequency from lex_terms (migration 0005), and only where the row has the
+# term. The first BM25_TERMS query terms, rarest first, are scored: a longer query's extra terms
+# are its most common words. Slots past the query's terms hold NULL and cost nothing.
+BM25_TERMS = 16
+# $4 is k1; $5 holds two length-normalisation strengths, [memories, documents] (HM_BM25_B,
+# HM_BM25_B_DOCUMENTS), since a memory is a sentence or two while document chunks are long.
+_NORM = (
+    "(1 - (CASE WHEN m.kind = 'document' THEN ($5::float8[])[2] ELSE ($5::float8[])[1] END)"
+    " * (1 - m.lex_len / greatest(corpus.avgdl, 1.0)))"
 )
+
+
+def _bm25_term(i: int) -> str:
+    tf = f"cardinality(array_positions(m.lex_terms, idf.terms[{i}]))"
+    return (
+        f"CASE WHEN m.search_tsv @@ idf.queries[{i}]"
+        f" THEN idf.idfs[{i}] * {tf} * ($4::float8 + 1) / ({tf} + $4::float8 * {_NORM}) ELSE 0 END"
+    )
+
+
+_BM25 = "(" + " + ".join(_bm25_term(i) for i in range(1, BM25_TERMS + 1)) + ")"
 
 
 def _neighbour(direction: str) -> str:
@@ -77,22 +98,23 @@ def _neighbour(direction: str) -> str:
 
 
 def hybrid_sql(where: str) -> str:
-    # $1 query, $2 stopwords, $3 scopes (for statistics), $4 k1, $5 [b, b for documents], $6 vector, $7 depth,
-    # $8 expansion (how many top candidates of each leg get their neighbours added); filters from $9.
+    # $1 query, $2 stopwords, $3 scopes (for statistics), $4 k1, $5 [b, b for documents], $6 how many
+    # rows the selecting terms may match, $7 vector, $8 depth, $9 expansion (how many top candidates
+    # of each leg get their neighbours added); filters from $10.
     return f"""
 WITH {_LEXICAL_PRELUDE},
 dense AS (
-    SELECT m.id, m.embedding <=> $6 AS dist FROM memories m
-    WHERE {where} ORDER BY m.embedding <=> $6 LIMIT $7
+    SELECT m.id, m.embedding <=> $7 AS dist FROM memories m
+    WHERE {where} ORDER BY m.embedding <=> $7 LIMIT $8
 ),
 lexical AS (
     SELECT m.id, {_BM25} AS bm25
     FROM memories m, tsq, idf, corpus
     WHERE tsq.any_term IS NOT NULL AND m.search_tsv @@ tsq.any_term AND {where}
-    ORDER BY bm25 DESC LIMIT $7
+    ORDER BY bm25 DESC LIMIT $8
 ),
 strongest AS (
-    (SELECT id FROM dense ORDER BY dist LIMIT $8) UNION (SELECT id FROM lexical ORDER BY bm25 DESC LIMIT $8)
+    (SELECT id FROM dense ORDER BY dist LIMIT $9) UNION (SELECT id FROM lexical ORDER BY bm25 DESC LIMIT $9)
 ),
 expanded AS (
     SELECT n.id FROM strongest s JOIN memories m ON m.id = s.id,
@@ -103,7 +125,7 @@ pool AS (
     SELECT id FROM dense UNION SELECT id FROM lexical UNION SELECT id FROM expanded
 )
 SELECT {_M_COLUMNS},
-       1 - (m.embedding <=> $6) AS similarity,
+       1 - (m.embedding <=> $7) AS similarity,
        {_BM25} AS bm25,
        (numnode(tsq.all_terms) > 0 AND m.search_tsv @@ tsq.all_terms) AS all_terms,
        {_neighbour("<")} AS prev_id,
@@ -115,14 +137,14 @@ FROM pool p JOIN memories m ON m.id = p.id, tsq, idf, corpus
 
 
 def lexical_sql(where: str) -> str:
-    # $1-$5 as in hybrid_sql, $6 depth; filters from $7. Used when the query has no embedding.
+    # $1-$6 as in hybrid_sql, $7 depth; filters from $8. Used when the query has no embedding.
     return f"""
 WITH {_LEXICAL_PRELUDE},
 lexical AS (
     SELECT m.id, {_BM25} AS bm25
     FROM memories m, tsq, idf, corpus
     WHERE tsq.any_term IS NOT NULL AND m.search_tsv @@ tsq.any_term AND {where}
-    ORDER BY bm25 DESC LIMIT $6
+    ORDER BY bm25 DESC LIMIT $7
 )
 SELECT {_M_COLUMNS},
        NULL::float8 AS similarity,
@@ -145,6 +167,9 @@ class CandidateQuery:
     k1: float
     b: float
     b_documents: float
+    # How many rows the terms that select lexical candidates may match together (hybrid only: a
+    # lexical-only search has no dense leg to fall back on, so its rarest term always selects).
+    lexical_rows: int
 
 
 async def candidates(
@@ -153,9 +178,10 @@ async def candidates(
     params = [q.query, _STOPWORDS, q.prefilter.scopes, q.k1, [q.b, q.b_documents]]
     async with pool.acquire() as conn, conn.transaction(readonly=True):
         if vector is None:
-            where, filter_params = q.prefilter.sql(first_param=7)
-            return await conn.fetch(lexical_sql(where), *params, q.depth, *filter_params)
-        where, filter_params = q.prefilter.sql(first_param=9)
+            where, filter_params = q.prefilter.sql(first_param=8)
+            return await conn.fetch(lexical_sql(where), *params, None, q.depth, *filter_params)
+        params.append(float(q.lexical_rows))
+        where, filter_params = q.prefilter.sql(first_param=10)
         # Iterative scan keeps the HNSW walk going until enough rows pass the filters.
         await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         await conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")

@@ -157,6 +157,7 @@ class Searcher:
             k1=self.settings.bm25_k1,
             b=self.settings.bm25_b,
             b_documents=self.settings.bm25_b_documents,
+            lexical_rows=self.settings.search_lexical_rows,
         )
         rows = await repo.candidates(
             self.pool, cq, vector, ef_search=max(self.settings.hnsw_ef_search, cq.depth)

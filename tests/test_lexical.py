@@ -1,0 +1,131 @@
+"""The lexical leg's SQL against a pure-Python BM25 over the same lexemes, and the bound on how many
+rows its selecting terms may match."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from datetime import UTC, datetime
+
+import asyncpg
+import numpy as np
+import pytest
+
+from hypermnesia import db
+from services.retrieval import repo
+from services.retrieval.filters import Prefilter
+from services.retrieval.lexical import STOPWORDS
+from tests.conftest import create_database
+
+K1, B_MEMORY, B_DOCUMENT = 1.2, 0.4, 0.75
+
+ROWS = [
+    ("a", "semantic", "The backup job backs up the backup disk every night"),
+    ("a", "semantic", "Nightly backup to the NAS failed with error QX-17"),
+    ("a", "semantic", "Alice prefers tea"),
+    ("a", "semantic", "The NAS runs ZFS with three disks and a spare disk for the backup pool"),
+    ("a", "document", "ZFS scrubs verify every block; a scrub of the backup pool found no errors. "
+                      "Scrub weekly, and scrub again after replacing a disk."),
+    ("a", "semantic", "Bob handles the on-call rotation"),
+    ("b", "semantic", "backup backup backup in another scope"),
+]
+
+
+@pytest.fixture
+async def pool(pg_server_url: str) -> asyncpg.Pool:
+    pool = await db.connect_pool(await create_database(pg_server_url))
+    await db.migrate(pool)
+    await db.ensure_embedding_pin(pool, "test-model", 3)
+    now = datetime.now(UTC)
+    rng = np.random.default_rng(0)
+    for scope, kind, content in ROWS:
+        await pool.execute(
+            "INSERT INTO memories (id, scope, owner_id, kind, content, created_at, updated_at,"
+            " last_accessed_at, valid_from, embedding) VALUES ($1, $2, 'test', $3, $4, $5, $5, $5, $5, $6)",
+            uuid.uuid4(), scope, kind, content, now, rng.normal(size=3).astype(np.float32),
+        )
+    yield pool
+    await pool.close()
+
+
+async def _reference(pool: asyncpg.Pool, query: str, scopes: list[str]) -> dict[str, float]:
+    """Okapi BM25 per content, from the rows' own lexemes and positions (read from Postgres, so
+    stemming matches) with df, N and average length over `scopes`."""
+    terms = {
+        t
+        for cfg in ("english", "simple")
+        for t in await pool.fetchval(f"SELECT tsvector_to_array(to_tsvector('{cfg}', $1))", query)
+    } - set(STOPWORDS)
+    docs = []
+    for r in await pool.fetch("SELECT content, kind, search_tsv FROM memories WHERE scope = ANY($1)", scopes):
+        tf = {
+            u["lexeme"]: len(u["positions"])
+            for u in await pool.fetch("SELECT lexeme, positions FROM unnest($1::tsvector)", r["search_tsv"])
+        }
+        docs.append((r["content"], r["kind"], tf))
+    n = len(docs)
+    avgdl = sum(sum(tf.values()) for _, _, tf in docs) / n
+    df = {t: sum(1 for _, _, tf in docs if t in tf) for t in terms}
+    scores = {}
+    for content, kind, tf in docs:
+        b = B_DOCUMENT if kind == "document" else B_MEMORY
+        length = sum(tf.values())
+        score = 0.0
+        for t in terms:
+            if t in tf:
+                idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
+                score += idf * tf[t] * (K1 + 1) / (tf[t] + K1 * (1 - b + b * length / avgdl))
+        scores[content] = score
+    return scores
+
+
+def _query(query: str, scopes: list[str], lexical_rows: int = 2_000) -> repo.CandidateQuery:
+    return repo.CandidateQuery(
+        query=query,
+        prefilter=Prefilter(scopes=scopes),
+        depth=100,
+        expansion=0,
+        k1=K1,
+        b=B_MEMORY,
+        b_documents=B_DOCUMENT,
+        lexical_rows=lexical_rows,
+    )
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["backup disk", "ZFS scrub of the backup pool", "error QX-17 on the NAS", "who prefers tea?"],
+)
+async def test_bm25_matches_a_reference_implementation(pool: asyncpg.Pool, query: str) -> None:
+    expected = await _reference(pool, query, ["a"])
+    rows = await repo.candidates(pool, _query(query, ["a"]), None, ef_search=40)
+    got = {r["content"]: r["bm25"] for r in rows}
+    assert got, "the lexical leg found nothing"
+    for content, score in got.items():
+        assert score == pytest.approx(expected[content], rel=1e-9), content
+
+
+async def test_term_frequency_counts(pool: asyncpg.Pool) -> None:
+    """"backup" three times in one memory outscores the same word once in a longer one; a
+    tf-blind score would rank them the other way round."""
+    rows = await repo.candidates(pool, _query("backup", ["a"]), None, ef_search=40)
+    scores = {r["content"]: r["bm25"] for r in rows}
+    assert scores[ROWS[0][2]] > scores[ROWS[1][2]]
+
+
+async def test_selecting_terms_are_bounded_by_the_rows_they_match(pool: asyncpg.Pool) -> None:
+    vector = np.array([1.0, 0.0, 0.0], dtype=np.float32)
+    # "alice" and "bob" are in one row each: with room for one row only the first selects ...
+    rows = await repo.candidates(pool, _query("alice bob", ["a"], lexical_rows=1), vector, ef_search=40)
+    assert rows[0]["lexical_count"] == 1
+    # ... with room for three, both do ("alice" is two terms, stemmed "alic" and exact "alice",
+    # each counted: the bound errs on the cheap side).
+    rows = await repo.candidates(pool, _query("alice bob", ["a"], lexical_rows=3), vector, ef_search=40)
+    assert rows[0]["lexical_count"] == 2
+    # "backup" is in four rows: over a bound of 3 it selects nothing in a hybrid search (the dense
+    # leg still answers) ...
+    rows = await repo.candidates(pool, _query("backup", ["a"], lexical_rows=3), vector, ef_search=40)
+    assert rows[0]["lexical_count"] == 0 and rows[0]["dense_count"] == 6
+    # ... but it does when there is no dense leg (embedder down).
+    rows = await repo.candidates(pool, _query("backup", ["a"], lexical_rows=3), None, ef_search=40)
+    assert len(rows) == 4
