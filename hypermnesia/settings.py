@@ -149,12 +149,15 @@ class RetrievalSettings(EmbedderClientSettings):
     bm25_b_documents: Fraction = 0.4
     search_max_k: Annotated[int, Field(gt=0, le=10_000)] = 100
     # Candidates taken from each leg, and how many of each leg's best get their neighbours added.
-    search_candidates: Annotated[int, Field(gt=0, le=10_000)] = 200
+    search_candidates: Annotated[int, Field(gt=0, le=10_000)] = 100
     search_context_expansion: Annotated[int, Field(ge=0, le=1000)] = 20
     # The lexical leg scores only rows holding its rarest query terms, while together they match at
     # most this many rows: the bound on its cost (about 2 us a row), whatever the store's size.
     search_lexical_rows: Annotated[int, Field(gt=0, le=10_000_000)] = 2_000
-    hnsw_ef_search: Annotated[int, Field(gt=0, le=10_000)] = 200
+    # Searched scopes holding at most this many rows (or 5% of the store) get an exact dense scan
+    # instead of the HNSW walk, which would skip most of what it visits (services/retrieval/repo.py).
+    search_exact_rows: Annotated[int, Field(ge=0, le=10_000_000)] = 5_000
+    hnsw_ef_search: Annotated[int, Field(gt=0, le=10_000)] = 100
     # Cross-encoder re-scoring of the fused top-N (per request `rerank`; needs HM_RERANK_MODEL_DIR).
     rerank_top_n: Annotated[int, Field(gt=0, le=200)] = 20
     rerank_timeout_ms: Annotated[int, Field(gt=0, le=600_000)] = 2_000

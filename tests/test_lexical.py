@@ -89,6 +89,7 @@ def _query(query: str, scopes: list[str], lexical_rows: int = 2_000) -> repo.Can
         b=B_MEMORY,
         b_documents=B_DOCUMENT,
         lexical_rows=lexical_rows,
+        exact_rows=5_000,
     )
 
 

@@ -67,7 +67,7 @@ def cmd_bench_search(args: argparse.Namespace) -> None:
 
     settings = load_settings(CommonSettings)
     configure_logging("WARNING")
-    main(args.memories, args.queries, settings.database_url, args.json)
+    main(args.memories, args.queries, settings.database_url, settings.data_dir / "bench-vectors", args.json)
 
 
 def register_bench(bench: argparse._SubParsersAction) -> None:

@@ -23,6 +23,11 @@ class Prefilter:
     as_of: datetime | None = None
     include_archived: bool = False
 
+    @property
+    def narrows(self) -> bool:
+        """Filters beyond scope and liveness, which may leave few rows of a large scope."""
+        return bool(self.tags or self.kinds or self.types or self.repo or self.since or self.until)
+
     def sql(self, first_param: int) -> tuple[str, list[Any]]:
         """(`WHERE`-less condition over alias m, its parameters) numbered from first_param."""
         params: list[Any] = []

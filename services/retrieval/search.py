@@ -158,6 +158,7 @@ class Searcher:
             b=self.settings.bm25_b,
             b_documents=self.settings.bm25_b_documents,
             lexical_rows=self.settings.search_lexical_rows,
+            exact_rows=self.settings.search_exact_rows,
         )
         rows = await repo.candidates(
             self.pool, cq, vector, ef_search=max(self.settings.hnsw_ef_search, cq.depth)
