@@ -151,8 +151,9 @@ class RetrievalSettings(EmbedderClientSettings):
     # Candidates taken from each leg, and how many of each leg's best get their neighbours added.
     search_candidates: Annotated[int, Field(gt=0, le=10_000)] = 100
     search_context_expansion: Annotated[int, Field(ge=0, le=1000)] = 20
-    # The lexical leg scores only rows holding its rarest query terms, while together they match at
-    # most this many rows: the bound on its cost (about 2 us a row), whatever the store's size.
+    # The lexical leg selects rows by its rarest query terms while together they have at most this
+    # many entries in the lexical index (over every scope, since reading a term reads them all):
+    # the bound on its cost, whatever the store's size.
     search_lexical_rows: Annotated[int, Field(gt=0, le=10_000_000)] = 2_000
     # Searched scopes holding at most this many rows (or 5% of the store) get an exact dense scan
     # instead of the HNSW walk, which would skip most of what it visits (services/retrieval/repo.py).

@@ -53,3 +53,6 @@ CREATE FUNCTION hm_quoted_tsquery(term text) RETURNS tsquery
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT ('''' || replace(replace(term, '\', '\\'), '''', '''''') || '''')::tsquery
 $$;
+
+-- A search sums a term's postings over every scope (the cost of reading it from the GIN index).
+CREATE INDEX lexical_df_term_idx ON lexical_df (term);

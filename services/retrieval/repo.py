@@ -31,11 +31,13 @@ corpus AS (
            coalesce(sum(total_len)::float8 / nullif(sum(docs), 0), 1.0) AS avgdl
     FROM lexical_scope WHERE scope = ANY($3::text[])
 ),
+-- df: documents of the searched scopes holding the term (for idf); postings: of every scope,
+-- which is what reading the term from the GIN index costs.
 term_df AS (
-    SELECT qt.term, coalesce(d.df, 0)::float8 AS df
+    SELECT qt.term, coalesce(d.df, 0)::float8 AS df, coalesce(d.postings, 0)::float8 AS postings
     FROM qt LEFT JOIN (
-        SELECT term, sum(df) AS df FROM lexical_df
-        WHERE scope = ANY($3::text[]) AND term IN (SELECT term FROM qt) GROUP BY term
+        SELECT term, sum(df) FILTER (WHERE scope = ANY($3::text[])) AS df, sum(df) AS postings
+        FROM lexical_df WHERE term IN (SELECT term FROM qt) GROUP BY term
     ) d ON d.term = qt.term
 ),
 idf AS (
@@ -46,13 +48,13 @@ idf AS (
            array_agg(hm_quoted_tsquery(t.term) ORDER BY t.df, t.term) AS queries
     FROM term_df t CROSS JOIN corpus c WHERE t.df > 0
 ),
--- Which terms select lexical candidates: the rarest, while together they match at most $6 rows
--- (NULL: no limit), and none found in over a quarter of the documents unless it is the rarest.
--- Every term still counts in each candidate's BM25; the limit bounds how many rows get scored,
--- and the dense leg finds what common words alone would have selected.
+-- Which terms select lexical candidates: the rarest, while together they have at most $6 index
+-- postings (NULL: no limit), and none found in over a quarter of the documents unless it is the
+-- rarest. Every term still counts in each candidate's BM25; the limit bounds the leg's cost, and
+-- the dense leg finds what common words alone would have selected.
 matching AS (
     SELECT r.term FROM (
-        SELECT t.term, t.df, sum(t.df) OVER (ORDER BY t.df, t.term) AS running,
+        SELECT t.term, t.df, sum(t.postings) OVER (ORDER BY t.df, t.term) AS running,
                row_number() OVER (ORDER BY t.df, t.term) AS rarity
         FROM term_df t WHERE t.df > 0
     ) r, corpus c
@@ -65,22 +67,26 @@ tsq AS (
 
 # BM25 reads a term's frequency from lex_terms (migration 0005), and only where the row has the
 # term. The first BM25_TERMS query terms, rarest first, are scored: a longer query's extra terms
-# are its most common words. Slots past the query's terms hold NULL and cost nothing.
+# are its most common words. Slots past the query's terms hold NULL and cost nothing. The slots
+# are one row of scalars: reading array elements per row and term cost ~40 us a row.
 BM25_TERMS = 16
-# $4 is k1; $5 holds two length-normalisation strengths, [memories, documents] (HM_BM25_B,
+_SLOTS = f"""
+slots AS (
+    SELECT {", ".join(f"i.terms[{n}] AS t{n}, i.queries[{n}] AS q{n}, i.idfs[{n}] AS w{n}" for n in range(1, BM25_TERMS + 1))},
+           $4::float8 AS k1, ($5::float8[])[1] AS b_memory, ($5::float8[])[2] AS b_document,
+           greatest(c.avgdl, 1.0) AS avgdl
+    FROM idf i, corpus c
+)"""
+# $5 holds two length-normalisation strengths, [memories, documents] (HM_BM25_B,
 # HM_BM25_B_DOCUMENTS), since a memory is a sentence or two while document chunks are long.
 _NORM = (
-    "(1 - (CASE WHEN m.kind = 'document' THEN ($5::float8[])[2] ELSE ($5::float8[])[1] END)"
-    " * (1 - m.lex_len / greatest(corpus.avgdl, 1.0)))"
+    "(1 - (CASE WHEN m.kind = 'document' THEN s.b_document ELSE s.b_memory END) * (1 - m.lex_len / s.avgdl))"
 )
 
 
 def _bm25_term(i: int) -> str:
-    tf = f"cardinality(array_positions(m.lex_terms, idf.terms[{i}]))"
-    return (
-        f"CASE WHEN m.search_tsv @@ idf.queries[{i}]"
-        f" THEN idf.idfs[{i}] * {tf} * ($4::float8 + 1) / ({tf} + $4::float8 * {_NORM}) ELSE 0 END"
-    )
+    tf = f"cardinality(array_positions(m.lex_terms, s.t{i}))"
+    return f"CASE WHEN m.search_tsv @@ s.q{i} THEN s.w{i} * {tf} * (s.k1 + 1) / ({tf} + s.k1 * {_NORM}) ELSE 0 END"
 
 
 _BM25 = "(" + " + ".join(_bm25_term(i) for i in range(1, BM25_TERMS + 1)) + ")"
@@ -89,11 +95,12 @@ _BM25 = "(" + " + ".join(_bm25_term(i) for i in range(1, BM25_TERMS + 1)) + ")"
 def _neighbour(direction: str) -> str:
     """The previous (<) or next (>) live turn of m's thread, by (created_at, id)."""
     order = "DESC" if direction == "<" else "ASC"
+    # The CASE skips the subquery (and its per-row start-up) for rows outside any thread.
     return (
-        f"(SELECT x.id FROM memories x WHERE m.thread_id IS NOT NULL AND x.scope = m.scope"
+        f"(CASE WHEN m.thread_id IS NOT NULL THEN (SELECT x.id FROM memories x WHERE x.scope = m.scope"
         f" AND x.thread_id = m.thread_id AND (x.created_at, x.id) {direction} (m.created_at, m.id)"
         f" AND x.archived_at IS NULL AND x.superseded_by IS NULL"
-        f" ORDER BY x.created_at {order}, x.id {order} LIMIT 1)"
+        f" ORDER BY x.created_at {order}, x.id {order} LIMIT 1) END)"
     )
 
 
@@ -108,13 +115,13 @@ def hybrid_sql(where: str) -> str:
     # rows the selecting terms may match, $7 vector, $8 the dense leg's ids (nearest first), $9 depth,
     # $10 expansion (how many top candidates of each leg get their neighbours added); filters from $11.
     return f"""
-WITH {_LEXICAL_PRELUDE},
+WITH {_LEXICAL_PRELUDE},{_SLOTS},
 dense AS (
     SELECT d.id, d.rank FROM unnest($8::uuid[]) WITH ORDINALITY AS d(id, rank)
 ),
 lexical AS (
     SELECT m.id, {_BM25} AS bm25
-    FROM memories m, tsq, idf, corpus
+    FROM memories m, tsq, slots s
     WHERE tsq.any_term IS NOT NULL AND m.search_tsv @@ tsq.any_term AND {where}
     ORDER BY bm25 DESC LIMIT $9
 ),
@@ -137,17 +144,17 @@ SELECT {_M_COLUMNS},
        {_neighbour(">")} AS next_id,
        (SELECT count(*) FROM dense) AS dense_count,
        (SELECT count(*) FROM lexical) AS lexical_count
-FROM pool p JOIN memories m ON m.id = p.id, tsq, idf, corpus
+FROM pool p JOIN memories m ON m.id = p.id, tsq, slots s
 """
 
 
 def lexical_sql(where: str) -> str:
     # $1-$6 as in hybrid_sql, $7 depth; filters from $8. Used when the query has no embedding.
     return f"""
-WITH {_LEXICAL_PRELUDE},
+WITH {_LEXICAL_PRELUDE},{_SLOTS},
 lexical AS (
     SELECT m.id, {_BM25} AS bm25
-    FROM memories m, tsq, idf, corpus
+    FROM memories m, tsq, slots s
     WHERE tsq.any_term IS NOT NULL AND m.search_tsv @@ tsq.any_term AND {where}
     ORDER BY bm25 DESC LIMIT $7
 )
@@ -202,22 +209,34 @@ async def _dense(conn: asyncpg.Connection, q: CandidateQuery, vector: np.ndarray
     - the HNSW walk (iterative, so the filters do not starve it) over a large share: the planner
       would otherwise read every row of the scope by bitmap and sort them all (45 ms against
       27 ms for one scope in ten at 100,000 memories);
-    - the planner's choice when other filters (tags, kinds, time) may narrow a large scope."""
+    - the planner's choice when other filters (tags, kinds, time) narrow a very large scope."""
     scope_rows, all_rows = await conn.fetchrow(
         "SELECT coalesce(sum(docs) FILTER (WHERE scope = ANY($1::text[])), 0), coalesce(sum(docs), 0)"
         " FROM lexical_scope",
         q.prefilter.scopes,
     )
-    exact = scope_rows <= q.exact_rows or scope_rows * 20 <= all_rows
+    exact = (
+        scope_rows <= q.exact_rows
+        or scope_rows * 20 <= all_rows
+        # Tags, kinds or time usually leave a small part of the scope: the walk would skip most of
+        # what it visits (100 ms against 14 ms for one tag in six of a 10,000-row scope).
+        or (q.prefilter.narrows and scope_rows <= 10 * q.exact_rows)
+    )
     walk = not exact and not q.prefilter.narrows
     where, filter_params = q.prefilter.sql(first_param=3)
-    await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-    await conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
+    # Planned for these filter values every time (0.4 ms): a cached generic plan cannot see how
+    # selective they are and fell back to scanning the whole table (75 ms against 13 ms).
+    await conn.execute(
+        "SET LOCAL plan_cache_mode = force_custom_plan; SET LOCAL hnsw.iterative_scan = relaxed_order;"
+        f" SET LOCAL hnsw.ef_search = {int(ef_search)}"
+    )
     if walk:
         await conn.execute("SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off")
     rows = await conn.fetch(dense_sql(where, exact), vector, q.depth, *filter_params)
-    if walk:
-        await conn.execute("SET LOCAL enable_bitmapscan TO DEFAULT; SET LOCAL enable_seqscan TO DEFAULT")
+    await conn.execute(
+        "SET LOCAL plan_cache_mode TO DEFAULT; SET LOCAL enable_bitmapscan TO DEFAULT;"
+        " SET LOCAL enable_seqscan TO DEFAULT"
+    )
     return [r["id"] for r in rows]
 
 
