@@ -112,7 +112,7 @@ def dense_sql(where: str, exact: bool) -> str:
 
 def hybrid_sql(where: str) -> str:
     # $1 query, $2 stopwords, $3 scopes (for statistics), $4 k1, $5 [b, b for documents], $6 how many
-    # rows the selecting terms may match, $7 vector, $8 the dense leg's ids (nearest first), $9 depth,
+    # index postings the selecting terms may have, $7 vector, $8 the dense leg's ids (nearest first), $9 depth,
     # $10 expansion (how many top candidates of each leg get their neighbours added); filters from $11.
     return f"""
 WITH {_LEXICAL_PRELUDE},{_SLOTS},
@@ -179,8 +179,8 @@ class CandidateQuery:
     k1: float
     b: float
     b_documents: float
-    # How many rows the terms that select lexical candidates may match together (hybrid only: a
-    # lexical-only search has no dense leg to fall back on, so its rarest term always selects).
+    # How many index postings the terms that select lexical candidates may have together (hybrid
+    # only: a lexical-only search has no dense leg to fall back on, so its rarest term always selects).
     lexical_rows: int
     # Searched scopes this small (in rows) get an exact dense scan instead of the HNSW walk.
     exact_rows: int

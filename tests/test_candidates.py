@@ -1,5 +1,5 @@
-"""The lexical leg's SQL against a pure-Python BM25 over the same lexemes, and the bound on how many
-rows its selecting terms may match."""
+"""Retrieval's candidate SQL: the lexical leg against a pure-Python BM25 over the same lexemes, the
+bound on what its selecting terms may match, and the dense leg's exact scan and HNSW walk."""
 
 from __future__ import annotations
 
@@ -79,17 +79,19 @@ async def _reference(pool: asyncpg.Pool, query: str, scopes: list[str]) -> dict[
     return scores
 
 
-def _query(query: str, scopes: list[str], lexical_rows: int = 2_000) -> repo.CandidateQuery:
+def _query(
+    query: str, scopes: list[str], lexical_rows: int = 2_000, exact_rows: int = 5_000, tags: list[str] | None = None
+) -> repo.CandidateQuery:
     return repo.CandidateQuery(
         query=query,
-        prefilter=Prefilter(scopes=scopes),
+        prefilter=Prefilter(scopes=scopes, tags=tags or []),
         depth=100,
         expansion=0,
         k1=K1,
         b=B_MEMORY,
         b_documents=B_DOCUMENT,
         lexical_rows=lexical_rows,
-        exact_rows=5_000,
+        exact_rows=exact_rows,
     )
 
 
@@ -130,3 +132,20 @@ async def test_selecting_terms_are_bounded_by_the_rows_they_match(pool: asyncpg.
     # ... but it does when there is no dense leg (embedder down).
     rows = await repo.candidates(pool, _query("backup", ["a"], lexical_rows=3), None, ef_search=40)
     assert len(rows) == 4
+
+
+@pytest.mark.parametrize(("exact_rows", "tags"), [(5_000, []), (0, []), (0, ["none"])])
+async def test_dense_leg_walks_or_scans_to_the_same_nearest(
+    pool: asyncpg.Pool, exact_rows: int, tags: list[str]
+) -> None:
+    """A small scope is scanned exactly; with exact_rows 0 it is walked through HNSW (with the
+    planner's choice once a tag narrows it). Every way returns the rows nearest first."""
+    if tags:
+        await pool.execute("UPDATE memories SET tags = '{none}' WHERE scope = 'a'")
+    vector = np.array([0.3, -1.0, 0.2], dtype=np.float32)
+    exact = await pool.fetch(
+        "SELECT id FROM memories WHERE scope = 'a' ORDER BY (embedding <=> $1) + 0", vector
+    )
+    async with pool.acquire() as conn, conn.transaction(readonly=True):
+        ids = await repo._dense(conn, _query("", ["a"], exact_rows=exact_rows, tags=tags), vector, 40)
+    assert ids == [r["id"] for r in exact]
