@@ -140,7 +140,10 @@ async def synthetic_vectors(
             bar.update(len(chunk))
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        np.save(path, vectors)
+        partial = path.with_suffix(".partial")
+        with partial.open("wb") as f:
+            np.save(f, vectors)
+        partial.replace(path)  # a run stopped mid-write leaves no truncated cache behind
     return vectors
 
 
