@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from services.retrieval import bench
@@ -37,8 +38,10 @@ async def test_locomo_eval_on_one_conversation(pg_server_url: str, tmp_path: Pat
     assert 0 < weighted.metrics["MRR"] <= 1
 
 
-async def test_search_bench_prints_its_table(pg_server_url: str) -> None:
-    result = await bench.run(memories=300, queries=10, database_url=pg_server_url)
+async def test_search_bench_prints_its_table(pg_server_url: str, tmp_path: Path) -> None:
+    result = await bench.run(memories=300, queries=10, database_url=pg_server_url, cache_dir=tmp_path)
+    (cached,) = tmp_path.glob("*-300-*.npy")  # the next run reuses these vectors
+    assert np.load(cached).shape == (300, 384)
     table = bench.format_table(result)
     assert "gRPC Retrieval.Search" in table and "REST POST /memories/search" in table
     assert result["grpc_ms"]["p50"] > 0 and result["rest_ms"]["p99"] >= result["rest_ms"]["p50"]
