@@ -1,15 +1,19 @@
-"""Test helpers: a real MCP client session over streamable HTTP, and JSON from tool results."""
+"""Test helpers: a real MCP client session over streamable HTTP, JSON from tool results, and the
+default model's onnx provider."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+
+from services.embedder.onnx_provider import OnnxProvider
 
 
 @asynccontextmanager
@@ -33,3 +37,15 @@ def tool_json(result: Any) -> Any:
     if data is not None:
         return data
     return json.loads(result.content[0].text)
+
+
+def onnx_provider_for(model_cache: Path, quantization: str = "fp32") -> OnnxProvider:
+    """The default model in-process, as the embedder service builds it (threads: the cores)."""
+    return OnnxProvider.from_settings(
+        None,
+        model_cache / "models",
+        max_tokens=256,
+        quantization=quantization,
+        intra_op_threads=0,
+        inter_op_threads=0,
+    )

@@ -24,6 +24,7 @@ from services.embedder.engine import BatchLimits, EmbeddingEngine
 from services.embedder.onnx_provider import OnnxProvider
 from services.embedder.provider import Prepared
 from services.embedder.server import running
+from tests.helpers import onnx_provider_for
 
 POISON = "\u2620 poisoned text"
 
@@ -63,14 +64,7 @@ class GatedProvider:
 
 @pytest.fixture(scope="module")
 def onnx_provider(model_cache: Path) -> OnnxProvider:
-    return OnnxProvider.from_settings(
-        None,
-        model_cache / "models",
-        max_tokens=256,
-        quantization="fp32",
-        intra_op_threads=0,
-        inter_op_threads=0,
-    )
+    return onnx_provider_for(model_cache)
 
 
 @asynccontextmanager

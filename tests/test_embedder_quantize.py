@@ -14,6 +14,7 @@ from hypermnesia.settings import EmbedderSettings
 from hypermnesia.v1 import embedder_pb2, embedder_pb2_grpc
 from services.embedder.onnx_provider import OnnxProvider
 from services.embedder.server import running
+from tests.helpers import onnx_provider_for
 
 TEXTS = [
     "",
@@ -26,20 +27,9 @@ TEXTS = [
 ]
 
 
-def provider(model_cache: Path, quantization: str) -> OnnxProvider:
-    return OnnxProvider.from_settings(
-        None,
-        model_cache / "models",
-        max_tokens=256,
-        quantization=quantization,
-        intra_op_threads=0,
-        inter_op_threads=0,
-    )
-
-
 @pytest.fixture(scope="module")
 def fp32_and_int8(model_cache: Path) -> tuple[OnnxProvider, OnnxProvider]:
-    return provider(model_cache, "fp32"), provider(model_cache, "int8")
+    return onnx_provider_for(model_cache, "fp32"), onnx_provider_for(model_cache, "int8")
 
 
 def test_int8_agrees_with_fp32_and_is_batch_invariant(

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from services.embedder.onnx_provider import OnnxProvider
+from tests.helpers import onnx_provider_for
 
 pytestmark = pytest.mark.st
 
@@ -27,14 +27,7 @@ def test_sentence_transformers_agrees_with_onnx(model_cache: Path, monkeypatch: 
     from services.embedder.st_provider import SentenceTransformersProvider
 
     st = SentenceTransformersProvider(None, max_tokens=256)
-    onnx = OnnxProvider.from_settings(
-        None,
-        model_cache / "models",
-        max_tokens=256,
-        quantization="fp32",
-        intra_op_threads=0,
-        inter_op_threads=0,
-    )
+    onnx = onnx_provider_for(model_cache)
     assert st.info.model_id == onnx.info.model_id and st.info.dimension == onnx.info.dimension == 384
     got = st.embed(st.prepare(TEXTS))
     want = onnx.embed(onnx.prepare(TEXTS))
