@@ -24,8 +24,12 @@ ROWS = [
     ("a", "semantic", "Nightly backup to the NAS failed with error QX-17"),
     ("a", "semantic", "Alice prefers tea"),
     ("a", "semantic", "The NAS runs ZFS with three disks and a spare disk for the backup pool"),
-    ("a", "document", "ZFS scrubs verify every block; a scrub of the backup pool found no errors. "
-                      "Scrub weekly, and scrub again after replacing a disk."),
+    (
+        "a",
+        "document",
+        "ZFS scrubs verify every block; a scrub of the backup pool found no errors. "
+        "Scrub weekly, and scrub again after replacing a disk.",
+    ),
     ("a", "semantic", "Bob handles the on-call rotation"),
     ("b", "semantic", "backup backup backup in another scope"),
 ]
@@ -42,7 +46,12 @@ async def pool(pg_server_url: str) -> asyncpg.Pool:
         await pool.execute(
             "INSERT INTO memories (id, scope, owner_id, kind, content, created_at, updated_at,"
             " last_accessed_at, valid_from, embedding) VALUES ($1, $2, 'test', $3, $4, $5, $5, $5, $5, $6)",
-            uuid.uuid4(), scope, kind, content, now, rng.normal(size=3).astype(np.float32),
+            uuid.uuid4(),
+            scope,
+            kind,
+            content,
+            now,
+            rng.normal(size=3).astype(np.float32),
         )
     yield pool
     await pool.close()
@@ -80,7 +89,11 @@ async def _reference(pool: asyncpg.Pool, query: str, scopes: list[str]) -> dict[
 
 
 def _query(
-    query: str, scopes: list[str], lexical_rows: int = 2_000, exact_rows: int = 5_000, tags: list[str] | None = None
+    query: str,
+    scopes: list[str],
+    lexical_rows: int = 2_000,
+    exact_rows: int = 5_000,
+    tags: list[str] | None = None,
 ) -> repo.CandidateQuery:
     return repo.CandidateQuery(
         query=query,
@@ -92,6 +105,7 @@ def _query(
         b_documents=B_DOCUMENT,
         lexical_rows=lexical_rows,
         exact_rows=exact_rows,
+        ef_search=40,
     )
 
 
@@ -101,7 +115,7 @@ def _query(
 )
 async def test_bm25_matches_a_reference_implementation(pool: asyncpg.Pool, query: str) -> None:
     expected = await _reference(pool, query, ["a"])
-    rows = await repo.candidates(pool, _query(query, ["a"]), None, ef_search=40)
+    rows = await repo.candidates(pool, _query(query, ["a"]), None)
     got = {r["content"]: r["bm25"] for r in rows}
     assert got, "the lexical leg found nothing"
     for content, score in got.items():
@@ -109,9 +123,9 @@ async def test_bm25_matches_a_reference_implementation(pool: asyncpg.Pool, query
 
 
 async def test_term_frequency_counts(pool: asyncpg.Pool) -> None:
-    """"backup" three times in one memory outscores the same word once in a longer one; a
+    """ "backup" three times in one memory outscores the same word once in a longer one; a
     tf-blind score would rank them the other way round."""
-    rows = await repo.candidates(pool, _query("backup", ["a"]), None, ef_search=40)
+    rows = await repo.candidates(pool, _query("backup", ["a"]), None)
     scores = {r["content"]: r["bm25"] for r in rows}
     assert scores[ROWS[0][2]] > scores[ROWS[1][2]]
 
@@ -119,18 +133,18 @@ async def test_term_frequency_counts(pool: asyncpg.Pool) -> None:
 async def test_selecting_terms_are_bounded_by_the_rows_they_match(pool: asyncpg.Pool) -> None:
     vector = np.array([1.0, 0.0, 0.0], dtype=np.float32)
     # "alice" and "bob" are in one row each: with room for one row only the first selects ...
-    rows = await repo.candidates(pool, _query("alice bob", ["a"], lexical_rows=1), vector, ef_search=40)
+    rows = await repo.candidates(pool, _query("alice bob", ["a"], lexical_rows=1), vector)
     assert rows[0]["lexical_count"] == 1
     # ... with room for three, both do ("alice" is two terms, stemmed "alic" and exact "alice",
     # each counted: the bound errs on the cheap side).
-    rows = await repo.candidates(pool, _query("alice bob", ["a"], lexical_rows=3), vector, ef_search=40)
+    rows = await repo.candidates(pool, _query("alice bob", ["a"], lexical_rows=3), vector)
     assert rows[0]["lexical_count"] == 2
     # "backup" is in four rows: over a bound of 3 it selects nothing in a hybrid search (the dense
     # leg still answers) ...
-    rows = await repo.candidates(pool, _query("backup", ["a"], lexical_rows=3), vector, ef_search=40)
+    rows = await repo.candidates(pool, _query("backup", ["a"], lexical_rows=3), vector)
     assert rows[0]["lexical_count"] == 0 and rows[0]["dense_count"] == 6
     # ... but it does when there is no dense leg (embedder down).
-    rows = await repo.candidates(pool, _query("backup", ["a"], lexical_rows=3), None, ef_search=40)
+    rows = await repo.candidates(pool, _query("backup", ["a"], lexical_rows=3), None)
     assert len(rows) == 4
 
 
@@ -147,5 +161,5 @@ async def test_dense_leg_walks_or_scans_to_the_same_nearest(
         "SELECT id FROM memories WHERE scope = 'a' ORDER BY (embedding <=> $1) + 0", vector
     )
     async with pool.acquire() as conn, conn.transaction(readonly=True):
-        ids = await repo._dense(conn, _query("", ["a"], exact_rows=exact_rows, tags=tags), vector, 40)
+        ids = await repo._dense(conn, _query("", ["a"], exact_rows=exact_rows, tags=tags), vector)
     assert ids == [r["id"] for r in exact]

@@ -119,9 +119,7 @@ def synthetic_query(rng: random.Random) -> str:
     return rng.choice(QUESTIONS).format(s=rng.choice(SUBJECTS), o=rng.choice(OBJECTS), e=rng.choice(EXTRAS))
 
 
-async def synthetic_vectors(
-    embedder: EmbedderClient, texts: list[str], cache_dir: Path | None
-) -> np.ndarray:
+async def synthetic_vectors(embedder: EmbedderClient, texts: list[str], cache_dir: Path | None) -> np.ndarray:
     """The texts' document vectors, kept in cache_dir (keyed by model, count and content) so a
     second run skips the ~15 minutes of embedding that 100,000 texts take on a 2-core machine."""
     info = await embedder.wait_for_info(60)
@@ -257,20 +255,11 @@ async def ann_recall(database_url: str, embedder: EmbedderClient, queries: list[
     try:
         for q in queries:
             (vector,) = await embedder.embed([q.text], QUERY, timeout_s=60)
-            cq = repo.CandidateQuery(
-                query=q.text,
-                prefilter=Prefilter(scopes=q.scopes, tags=q.tags),
-                depth=settings.search_candidates,
-                expansion=0,
-                k1=settings.bm25_k1,
-                b=settings.bm25_b,
-                b_documents=settings.bm25_b_documents,
-                lexical_rows=settings.search_lexical_rows,
-                exact_rows=settings.search_exact_rows,
+            cq = repo.CandidateQuery.from_settings(
+                settings, q.text, Prefilter(scopes=q.scopes, tags=q.tags), 10
             )
-            ef_search = max(settings.hnsw_ef_search, cq.depth)
             async with pool.acquire() as conn, conn.transaction(readonly=True):
-                ann = await repo._dense(conn, cq, vector, ef_search)
+                ann = await repo._dense(conn, cq, vector)
             where = "scope = ANY($2::text[]) AND ($3::text[] = '{}' OR tags @> $3::text[])"
             exact = await pool.fetch(
                 f"SELECT id FROM memories WHERE {where} ORDER BY (embedding <=> $1) + 0 LIMIT 10",

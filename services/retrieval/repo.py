@@ -10,6 +10,7 @@ import asyncpg
 import numpy as np
 
 from hypermnesia.memory_rows import MEMORY_COLUMNS
+from hypermnesia.settings import RetrievalSettings
 from services.retrieval.filters import LIVE, Prefilter
 from services.retrieval.lexical import STOPWORDS
 
@@ -184,17 +185,37 @@ class CandidateQuery:
     lexical_rows: int
     # Searched scopes this small (in rows) get an exact dense scan instead of the HNSW walk.
     exact_rows: int
+    ef_search: int
+
+    @classmethod
+    def from_settings(
+        cls, settings: RetrievalSettings, query: str, prefilter: Prefilter, k: int
+    ) -> CandidateQuery:
+        """The query the service runs for a search of k results (the benchmark reuses it)."""
+        depth = max(settings.search_candidates, k)
+        return cls(
+            query=query,
+            prefilter=prefilter,
+            depth=depth,
+            expansion=settings.search_context_expansion,
+            k1=settings.bm25_k1,
+            b=settings.bm25_b,
+            b_documents=settings.bm25_b_documents,
+            lexical_rows=settings.search_lexical_rows,
+            exact_rows=settings.search_exact_rows,
+            ef_search=max(settings.hnsw_ef_search, depth),
+        )
 
 
 async def candidates(
-    pool: asyncpg.Pool, q: CandidateQuery, vector: np.ndarray | None, ef_search: int
+    pool: asyncpg.Pool, q: CandidateQuery, vector: np.ndarray | None
 ) -> list[asyncpg.Record]:
     params = [q.query, _STOPWORDS, q.prefilter.scopes, q.k1, [q.b, q.b_documents]]
     async with pool.acquire() as conn, conn.transaction(readonly=True):
         if vector is None:
             where, filter_params = q.prefilter.sql(first_param=8)
             return await conn.fetch(lexical_sql(where), *params, None, q.depth, *filter_params)
-        dense_ids = await _dense(conn, q, vector, ef_search)
+        dense_ids = await _dense(conn, q, vector)
         params.append(float(q.lexical_rows))
         where, filter_params = q.prefilter.sql(first_param=11)
         return await conn.fetch(
@@ -202,7 +223,7 @@ async def candidates(
         )
 
 
-async def _dense(conn: asyncpg.Connection, q: CandidateQuery, vector: np.ndarray, ef_search: int) -> list:
+async def _dense(conn: asyncpg.Connection, q: CandidateQuery, vector: np.ndarray) -> list:
     """The dense leg's ids, nearest first, by the cheaper way for the searched scopes' size:
     - an exact scan of a small share of the store (at most q.exact_rows rows, or 5% of the
       store): a walk of the HNSW graph would visit 20 rows for each one passing the filter;
@@ -226,12 +247,12 @@ async def _dense(conn: asyncpg.Connection, q: CandidateQuery, vector: np.ndarray
     where, filter_params = q.prefilter.sql(first_param=3)
     # Planned for these filter values every time (0.4 ms): a cached generic plan cannot see how
     # selective they are and fell back to scanning the whole table (75 ms against 13 ms).
+    # Walking means the HNSW index: bitmap and sequential scans are the alternatives to rule out.
+    walk_only = " SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off;" if walk else ""
     await conn.execute(
         "SET LOCAL plan_cache_mode = force_custom_plan; SET LOCAL hnsw.iterative_scan = relaxed_order;"
-        f" SET LOCAL hnsw.ef_search = {int(ef_search)}"
+        f" SET LOCAL hnsw.ef_search = {int(q.ef_search)};{walk_only}"
     )
-    if walk:
-        await conn.execute("SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off")
     rows = await conn.fetch(dense_sql(where, exact), vector, q.depth, *filter_params)
     await conn.execute(
         "SET LOCAL plan_cache_mode TO DEFAULT; SET LOCAL enable_bitmapscan TO DEFAULT;"

@@ -139,9 +139,10 @@ class Searcher:
         vector = await self._embed_query(q.query, degraded)
         stages["embed_ms"] = (time.perf_counter() - started) * 1000
         t = time.perf_counter()
-        cq = repo.CandidateQuery(
-            query=q.query if self.settings.hybrid_search or vector is None else "",
-            prefilter=Prefilter(
+        cq = repo.CandidateQuery.from_settings(
+            self.settings,
+            q.query if self.settings.hybrid_search or vector is None else "",
+            Prefilter(
                 scopes=q.scopes,
                 tags=q.tags,
                 kinds=q.kinds,
@@ -152,17 +153,9 @@ class Searcher:
                 as_of=q.as_of,
                 include_archived=q.include_archived,
             ),
-            depth=max(self.settings.search_candidates, q.k),
-            expansion=self.settings.search_context_expansion,
-            k1=self.settings.bm25_k1,
-            b=self.settings.bm25_b,
-            b_documents=self.settings.bm25_b_documents,
-            lexical_rows=self.settings.search_lexical_rows,
-            exact_rows=self.settings.search_exact_rows,
+            q.k,
         )
-        rows = await repo.candidates(
-            self.pool, cq, vector, ef_search=max(self.settings.hnsw_ef_search, cq.depth)
-        )
+        rows = await repo.candidates(self.pool, cq, vector)
         stages["candidates_ms"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
         candidates = [
