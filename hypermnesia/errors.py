@@ -1,7 +1,7 @@
 """The error hierarchy shared by every service; each class carries its gRPC status code.
 
 Services raise these; `hypermnesia.grpc_server` turns them into `context.abort(...)` in one
-interceptor, and the gateway maps gRPC status to HTTP status and MCP tool errors in one place.
+place (`guarded`), and the gateway maps gRPC status to HTTP status and MCP tool errors in one place.
 Messages are written for the caller: they say what was wrong and what to do instead.
 """
 

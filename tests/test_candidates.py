@@ -130,6 +130,30 @@ async def test_term_frequency_counts(pool: asyncpg.Pool) -> None:
     assert scores[ROWS[0][2]] > scores[ROWS[1][2]]
 
 
+async def test_bm25_reads_long_documents_stored_out_of_line(pool: asyncpg.Pool) -> None:
+    """A chunk too long for its page has its tsvector TOASTed; its terms still count, each as
+    often as it occurs, against the same reference."""
+    long_text = "backup " + " ".join(f"w{i}" for i in range(3000)) + " backup scrub backup"
+    for content in (long_text, "one backup, one scrub"):
+        await pool.execute(
+            "INSERT INTO memories (id, scope, owner_id, kind, content, created_at, updated_at,"
+            " last_accessed_at, valid_from, embedding) VALUES ($1, 'c', 'test', 'document', $2, now(),"
+            " now(), now(), now(), '[1,0,0]')",
+            uuid.uuid4(),
+            content,
+        )
+    assert await pool.fetchval(
+        "SELECT pg_relation_size(reltoastrelid) > 0 FROM pg_class WHERE relname = 'memories'"
+    ), "the long document should have been stored out of line"
+    expected = await _reference(pool, "backup scrub w17", ["c"])
+    rows = await repo.candidates(pool, _query("backup scrub w17", ["c"]), None)
+    got = {r["content"]: r["bm25"] for r in rows}
+    # "backup" and "scrub" are in both rows, too common to select here, but they count in the score.
+    assert list(got) == [long_text]
+    for content, score in got.items():
+        assert score == pytest.approx(expected[content], rel=1e-9), content[:40]
+
+
 async def test_selecting_terms_are_bounded_by_the_rows_they_match(pool: asyncpg.Pool) -> None:
     vector = np.array([1.0, 0.0, 0.0], dtype=np.float32)
     # "alice" and "bob" are in one row each: with room for one row only the first selects ...

@@ -44,8 +44,7 @@ term_df AS (
 idf AS (
     -- The query's terms found in these scopes, rarest first, with the tsquery that tests for each
     -- (quoted, so the lexeme is taken as it is).
-    SELECT array_agg(t.term ORDER BY t.df, t.term) AS terms,
-           array_agg(ln(1 + (c.n - t.df + 0.5) / (t.df + 0.5)) ORDER BY t.df, t.term) AS idfs,
+    SELECT array_agg(ln(1 + (c.n - t.df + 0.5) / (t.df + 0.5)) ORDER BY t.df, t.term) AS idfs,
            array_agg(hm_quoted_tsquery(t.term) ORDER BY t.df, t.term) AS queries
     FROM term_df t CROSS JOIN corpus c WHERE t.df > 0
 ),
@@ -66,14 +65,13 @@ tsq AS (
            plainto_tsquery('english', $1::text) AS all_terms
 )"""
 
-# BM25 reads a term's frequency from lex_terms (migration 0005), and only where the row has the
-# term. The first BM25_TERMS query terms, rarest first, are scored: a longer query's extra terms
-# are its most common words. Slots past the query's terms hold NULL and cost nothing. The slots
-# are one row of scalars: reading array elements per row and term cost ~40 us a row.
+# BM25 over the first BM25_TERMS query terms, rarest first: a longer query's extra terms are its
+# most common words. The slots are one row of scalars (reading array elements per row and term
+# cost ~40 us a row); slots past the query's terms hold NULL and cost nothing.
 BM25_TERMS = 16
 _SLOTS = f"""
 slots AS (
-    SELECT {", ".join(f"i.terms[{n}] AS t{n}, i.queries[{n}] AS q{n}, i.idfs[{n}] AS w{n}" for n in range(1, BM25_TERMS + 1))},
+    SELECT {", ".join(f"i.queries[{n}] AS q{n}, i.idfs[{n}] AS w{n}" for n in range(1, BM25_TERMS + 1))},
            $4::float8 AS k1, ($5::float8[])[1] AS b_memory, ($5::float8[])[2] AS b_document,
            greatest(c.avgdl, 1.0) AS avgdl
     FROM idf i, corpus c
@@ -84,10 +82,23 @@ _NORM = (
     "(1 - (CASE WHEN m.kind = 'document' THEN s.b_document ELSE s.b_memory END) * (1 - m.lex_len / s.avgdl))"
 )
 
+# A term's frequency in a memory is the number of positions its lexeme has in the tsvector, which
+# ts_rank_cd with unit weights returns for a one-term query: it finds the lexeme by binary search
+# (~1 us), where scanning a list of the memory's words cost ~20 us for an abstract. `f` holds each
+# slot's frequency, computed once per row (NULL past the query's terms: ts_rank_cd is strict).
+# A long memory (a document chunk) keeps its tsvector TOASTed, out of line: every reference to
+# m.search_tsv would fetch it again, so `x` detoasts it once per row (ts_delete of a lexeme no
+# tsvector holds returns its input as it is). OFFSET 0 keeps the planner from inlining either
+# subquery back into every reference.
+_FREQUENCIES = (
+    "LATERAL (SELECT x.tsv, "
+    + ", ".join(f"ts_rank_cd('{{1,1,1,1}}', x.tsv, s.q{n}) AS f{n}" for n in range(1, BM25_TERMS + 1))
+    + " FROM (SELECT ts_delete(m.search_tsv, ''::text) AS tsv OFFSET 0) x OFFSET 0) f"
+)
+
 
 def _bm25_term(i: int) -> str:
-    tf = f"cardinality(array_positions(m.lex_terms, s.t{i}))"
-    return f"CASE WHEN m.search_tsv @@ s.q{i} THEN s.w{i} * {tf} * (s.k1 + 1) / ({tf} + s.k1 * {_NORM}) ELSE 0 END"
+    return f"CASE WHEN f.f{i} > 0 THEN s.w{i} * f.f{i} * (s.k1 + 1) / (f.f{i} + s.k1 * {_NORM}) ELSE 0 END"
 
 
 _BM25 = "(" + " + ".join(_bm25_term(i) for i in range(1, BM25_TERMS + 1)) + ")"
@@ -122,7 +133,7 @@ dense AS (
 ),
 lexical AS (
     SELECT m.id, {_BM25} AS bm25
-    FROM memories m, tsq, slots s
+    FROM memories m, tsq, slots s, {_FREQUENCIES}
     WHERE tsq.any_term IS NOT NULL AND m.search_tsv @@ tsq.any_term AND {where}
     ORDER BY bm25 DESC LIMIT $9
 ),
@@ -140,12 +151,12 @@ pool AS (
 SELECT {_M_COLUMNS},
        1 - (m.embedding <=> $7) AS similarity,
        {_BM25} AS bm25,
-       (numnode(tsq.all_terms) > 0 AND m.search_tsv @@ tsq.all_terms) AS all_terms,
+       (numnode(tsq.all_terms) > 0 AND f.tsv @@ tsq.all_terms) AS all_terms,
        {_neighbour("<")} AS prev_id,
        {_neighbour(">")} AS next_id,
        (SELECT count(*) FROM dense) AS dense_count,
        (SELECT count(*) FROM lexical) AS lexical_count
-FROM pool p JOIN memories m ON m.id = p.id, tsq, slots s
+FROM pool p JOIN memories m ON m.id = p.id, tsq, slots s, {_FREQUENCIES}
 """
 
 
@@ -155,7 +166,7 @@ def lexical_sql(where: str) -> str:
 WITH {_LEXICAL_PRELUDE},{_SLOTS},
 lexical AS (
     SELECT m.id, {_BM25} AS bm25
-    FROM memories m, tsq, slots s
+    FROM memories m, tsq, slots s, {_FREQUENCIES}
     WHERE tsq.any_term IS NOT NULL AND m.search_tsv @@ tsq.any_term AND {where}
     ORDER BY bm25 DESC LIMIT $7
 )
