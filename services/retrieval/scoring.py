@@ -15,10 +15,10 @@ import math
 import re
 import uuid
 from collections import Counter, defaultdict
-from itertools import chain
-from operator import itemgetter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 from hypermnesia.kinds import HALF_LIFE_DAYS
@@ -160,10 +160,9 @@ def penalise_duplicates(ranked: list[Candidate], window: int) -> list[Candidate]
     near-identical memories do not crowd the top k (seed 002's diversity penalty)."""
     head = ranked[:window]
     words = [_word_set(c.row["content"]) for c in head]
-    for i, j in _similar_pairs(words, DUPLICATE_JACCARD):
-        if not head[j].extras.get("duplicate"):
-            head[j].score *= DUPLICATE_PENALTY
-            head[j].extras["duplicate"] = True
+    for j in sorted({j for _better, j in _similar_pairs(words, DUPLICATE_JACCARD)}):
+        head[j].score *= DUPLICATE_PENALTY
+        head[j].extras["duplicate"] = True
     head.sort(key=lambda c: c.score, reverse=True)
     return head + ranked[window:]
 
