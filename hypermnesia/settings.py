@@ -148,8 +148,9 @@ class RetrievalSettings(EmbedderClientSettings):
     # vary in length (SciFact nDCG@10 0.725 at 0.4, 0.733-0.735 from 0.6 to 1.0; docs/EVAL.md).
     bm25_b_documents: Fraction = 0.75
     search_max_k: Annotated[int, Field(gt=0, le=10_000)] = 100
-    # Candidates taken from each leg, and how many of each leg's best get their neighbours added.
-    search_candidates: Annotated[int, Field(gt=0, le=10_000)] = 100
+    # Candidates taken from each leg (at least k), and how many of each leg's best get their
+    # neighbours added. LoCoMo scores the same at 50, 100 and 200 (docs/EVAL.md); fewer is faster.
+    search_candidates: Annotated[int, Field(gt=0, le=10_000)] = 50
     search_context_expansion: Annotated[int, Field(ge=0, le=1000)] = 20
     # The lexical leg selects rows by its rarest query terms while together they have at most this
     # many entries in the lexical index (over every scope, since reading a term reads them all):
@@ -181,6 +182,9 @@ class CurationSettings(EmbedderClientSettings):
     forget_sweep_hours: Annotated[float, Field(ge=0, le=8760)] = 0.0
     # Seed 002's task extraction on conversation records.
     task_extraction: bool = True
+    # A scope with at least this many memories gets its own HNSW graph (hypermnesia/scope_graphs.py),
+    # so a search of that scope alone need not walk every other scope's rows; 0 = never.
+    scope_graph_rows: Annotated[int, Field(ge=0, le=1_000_000_000)] = 5_000
 
 
 class GatewaySettings(CommonSettings):

@@ -11,7 +11,7 @@ import asyncpg
 import numpy as np
 import pytest
 
-from hypermnesia import db
+from hypermnesia import db, scope_graphs
 from services.retrieval import repo
 from services.retrieval.filters import Prefilter
 from services.retrieval.lexical import STOPWORDS
@@ -187,3 +187,41 @@ async def test_dense_leg_walks_or_scans_to_the_same_nearest(
     async with pool.acquire() as conn, conn.transaction(readonly=True):
         ids = await repo._dense(conn, _query("", ["a"], exact_rows=exact_rows, tags=tags), vector)
     assert ids == [r["id"] for r in exact]
+
+
+async def test_a_large_scope_gets_its_own_graph_and_single_scope_searches_use_it(pool: asyncpg.Pool) -> None:
+    """Scope graphs (hypermnesia/scope_graphs.py): built for scopes of at least min_rows that are
+    not most of the store, once; the planner walks a one-scope search through its scope's graph
+    and returns the same nearest rows; an invalid graph (an interrupted build) is rebuilt."""
+    for n in range(3):  # scope "a" becomes 6 of 10 rows, "b" 4
+        await pool.execute(
+            "INSERT INTO memories (id, scope, owner_id, kind, content, created_at, updated_at,"
+            " last_accessed_at, valid_from, embedding) VALUES ($1, 'b', 'test', 'semantic', $2, now(),"
+            " now(), now(), now(), $3)",
+            uuid.uuid4(),
+            f"filler {n}",
+            np.array([n, 1.0, 0.5], dtype=np.float32),
+        )
+    assert await scope_graphs.ensure(pool, min_rows=5) == ["a"]
+    assert await scope_graphs.ensure(pool, min_rows=5) == []  # built once
+
+    vector = np.array([0.3, -1.0, 0.2], dtype=np.float32)
+    query = _query("", ["a"], exact_rows=0)
+    where, filter_params = query.prefilter.sql(first_param=3)
+    async with pool.acquire() as conn, conn.transaction(readonly=True):
+        await conn.execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off")
+        plan = await conn.fetchval(
+            "EXPLAIN (FORMAT JSON) " + repo.dense_sql(where, exact=False), vector, 10, *filter_params
+        )
+        assert scope_graphs.name("a") in plan
+        ids = await repo._dense(conn, query, vector)
+    exact = await pool.fetch("SELECT id FROM memories WHERE scope = 'a' ORDER BY (embedding <=> $1) + 0", vector)
+    assert ids == [r["id"] for r in exact]
+
+    await pool.execute(
+        "UPDATE pg_index SET indisvalid = false WHERE indexrelid = $1::regclass", scope_graphs.name("a")
+    )
+    assert await scope_graphs.ensure(pool, min_rows=5) == ["a"]
+    assert await pool.fetchval(
+        "SELECT indisvalid FROM pg_index WHERE indexrelid = $1::regclass", scope_graphs.name("a")
+    )

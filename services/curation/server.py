@@ -11,6 +11,7 @@ from typing import Any
 
 import grpc
 
+from hypermnesia import scope_graphs
 from hypermnesia.bootstrap import connect_embedder, open_store
 from hypermnesia.grpc_server import create_server, mark_serving, run_until_signalled, start_metrics_server
 from hypermnesia.settings import CurationSettings
@@ -58,17 +59,19 @@ async def running(settings: CurationSettings) -> AsyncIterator[tuple[grpc.aio.Se
     )
     await server.start()
     await mark_serving(health, [SERVICE_NAME, structure_load.SERVICE_NAME])
-    sweeper = None
+    background = []
     if settings.forget_sweep_hours > 0:
-        sweeper = asyncio.create_task(curation.forgetter.run_sweeps(settings.forget_sweep_hours))
+        background.append(asyncio.create_task(curation.forgetter.run_sweeps(settings.forget_sweep_hours)))
+    if settings.scope_graph_rows > 0:
+        background.append(asyncio.create_task(scope_graphs.maintain(store.pool, settings.scope_graph_rows)))
     log.info("curation serving on %s:%d", settings.host, port)
     try:
         yield server, port, writer
     finally:
-        if sweeper is not None:
-            sweeper.cancel()
+        for task in background:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
+                await task
         await server.stop(2)
         await embedder.close()
         await store.close()

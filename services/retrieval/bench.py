@@ -26,10 +26,11 @@ import httpx
 import numpy as np
 from tqdm import tqdm
 
+from hypermnesia import scope_graphs
 from hypermnesia.db import connect_pool, resolve_database_url
 from hypermnesia.embedder_client import DOCUMENT, QUERY, EmbedderClient
 from hypermnesia.local_stack import create_database, drop_database, embedder_process, local_stack
-from hypermnesia.settings import RetrievalSettings
+from hypermnesia.settings import CurationSettings, RetrievalSettings
 from hypermnesia.v1 import common_pb2, retrieval_pb2, retrieval_pb2_grpc
 from services.retrieval import repo
 from services.retrieval.filters import Prefilter
@@ -246,6 +247,15 @@ def make_queries(count: int, rng: random.Random, seen: set[str]) -> list[Query]:
     return out
 
 
+async def build_scope_graphs(database_url: str) -> int:
+    """What curation does within a minute of a scope growing large (hypermnesia/scope_graphs.py)."""
+    pool = await connect_pool(database_url, max_size=1)
+    try:
+        return len(await scope_graphs.ensure(pool, CurationSettings().scope_graph_rows))
+    finally:
+        await pool.close()
+
+
 async def ann_recall(database_url: str, embedder: EmbedderClient, queries: list[Query]) -> dict[str, float]:
     """recall@10 of the service's dense leg (repo._dense: exact scan or iterative HNSW walk, as the
     service picks for the filter, with the service's settings) against an exact scan, per shape."""
@@ -364,10 +374,16 @@ async def run(
                     auth_tokens=tokens,
                     default_project="bench:project-0",
                     search_log_enabled=True,
+                    # The bench builds the scope graphs itself, before timing, rather than have
+                    # curation's periodic pass start one in the middle of it.
+                    scope_graph_rows=0,
                 ) as stack:
                     started = time.perf_counter()
                     await build_store(db_url, client, memories, seed, cache_dir)
                     build_s = time.perf_counter() - started
+                    started = time.perf_counter()
+                    graphs = await build_scope_graphs(db_url)
+                    graphs_s = time.perf_counter() - started
                     rng, seen = random.Random(seed + 1), set[str]()
                     qs = make_queries(queries, rng, seen)
                     await time_grpc(stack.retrieval_address, make_queries(20, rng, seen))  # warm up
@@ -385,6 +401,8 @@ async def run(
         "memories": memories,
         "queries": queries,
         "build_seconds": build_s,
+        "scope_graphs": graphs,
+        "scope_graphs_seconds": graphs_s,
         "grpc_ms": summarise(grpc_ms),
         "rest_ms": summarise(rest_ms),
         "ann_recall_at_10": recall,
@@ -396,7 +414,8 @@ def format_table(result: dict) -> str:
     lines = [
         f"{result['memories']:,} memories in 10 scopes, {result['queries']} queries per path, one at a"
         " time, in three shapes (every scope / 1 scope / 1 scope + 1 tag; REST reads one scope),"
-        f" k=10, query embedding included; store built in {result['build_seconds']:.0f} s",
+        f" k=10, query embedding included; store built in {result['build_seconds']:.0f} s,"
+        f" {result['scope_graphs']} scope graphs in {result['scope_graphs_seconds']:.0f} s",
         "",
         "| path | p50 ms | p95 ms | p99 ms | mean ms | p50 by shape |",
         "|---|---|---|---|---|---|",
