@@ -28,7 +28,10 @@ RPC_SECONDS = Histogram(
 RPC_ERRORS = Counter("hm_rpc_errors_total", "RPCs that ended with a non-OK status", ["method", "code"])
 
 
-def guarded(method: str, inner: Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]):  # type: ignore[no-untyped-def]
+Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+
+
+def guarded(method: str, inner: Handler) -> Handler:
     """`inner` with HypermnesiaError turned into its status, any other exception into INTERNAL
     without details (those go to the log, never to the caller), and its duration recorded."""
     seconds = RPC_SECONDS.labels(method)

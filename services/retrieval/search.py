@@ -120,7 +120,8 @@ class Searcher:
             raise InvalidArgument("since must be earlier than until")
         return fusion, mode
 
-    async def _embed_query(self, query: str, degraded: list[str]):  # type: ignore[no-untyped-def]
+    async def _embed_query(self, query: str, degraded: list[str], stages: dict[str, float]):  # type: ignore[no-untyped-def]
+        started = time.perf_counter()
         try:
             (vector,) = await self.embedder.embed([query], QUERY, self.settings.embed_timeout_ms / 1000)
             return vector
@@ -129,6 +130,8 @@ class Searcher:
             degraded.append(EMBEDDER_UNAVAILABLE)
             metrics.DEGRADED.inc()
             return None
+        finally:
+            stages["embed_ms"] = (time.perf_counter() - started) * 1000
 
     async def search(self, q: SearchInput) -> SearchOutput:
         fusion, mode = self._validate(q)
@@ -136,12 +139,11 @@ class Searcher:
         started = time.perf_counter()
         stages: dict[str, float] = {}
         degraded: list[str] = []
-        vector = await self._embed_query(q.query, degraded)
-        stages["embed_ms"] = (time.perf_counter() - started) * 1000
-        t = time.perf_counter()
+        # The query is embedded while the SQL that needs no vector runs (repo.candidates).
+        embedding = asyncio.create_task(self._embed_query(q.query, degraded, stages))
         cq = repo.CandidateQuery.from_settings(
             self.settings,
-            q.query if self.settings.hybrid_search or vector is None else "",
+            q.query,
             Prefilter(
                 scopes=q.scopes,
                 tags=q.tags,
@@ -155,8 +157,13 @@ class Searcher:
             ),
             q.k,
         )
-        rows = await repo.candidates(self.pool, cq, vector)
-        stages["candidates_ms"] = (time.perf_counter() - t) * 1000
+        try:
+            rows = await repo.candidates(self.pool, cq, embedding)
+        finally:
+            embedding.cancel()  # only still running when the SQL failed
+        vector = embedding.result()
+        # The SQL time the embedding did not hide.
+        stages["candidates_ms"] = (time.perf_counter() - started) * 1000 - stages["embed_ms"]
         t = time.perf_counter()
         candidates = [
             Candidate(
