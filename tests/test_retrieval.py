@@ -223,6 +223,23 @@ async def test_list_is_an_index_without_bodies(seeded: Stack) -> None:
         assert bad.status_code == 400
 
 
+async def test_searches_bump_their_hits_and_log_themselves(seeded: Stack) -> None:
+    """Bookkeeping is batched off the hot path: after a flush each hit's access count has grown by
+    the number of searches that returned it, and every search has its search_log row."""
+    async with httpx.AsyncClient(base_url=seeded.base_url, headers=HEADERS) as http:
+        await seeded.searcher.drain()
+        before = dict(await seeded.pool.fetch("SELECT id::text, access_count FROM memories"))
+        query = "which error does the CI pipeline fail with?"
+        hits = [(await _search(http, query, k=2))["results"] for _ in range(2)]
+        assert [h["id"] for h in hits[0]] == [h["id"] for h in hits[1]]
+        await seeded.searcher.drain()
+        after = dict(await seeded.pool.fetch("SELECT id::text, access_count FROM memories"))
+        for hit in hits[0]:
+            assert after[hit["id"]] == before[hit["id"]] + 2
+        logged = await seeded.pool.fetch("SELECT hits, stage_ms, at FROM search_log WHERE query = $1", query)
+        assert len(logged) == 2 and all(r["hits"] == len(hits[0]) and "embed_ms" in r["stage_ms"] for r in logged)
+
+
 async def test_stats_report_searches_and_misses(seeded: Stack) -> None:
     async with httpx.AsyncClient(base_url=seeded.base_url, headers=HEADERS) as http:
         await _search(http, "unicorn tax law in atlantis")

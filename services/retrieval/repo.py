@@ -306,28 +306,3 @@ async def _dense(
 
 async def get_memory(pool: asyncpg.Pool, memory_id: uuid.UUID) -> asyncpg.Record | None:
     return await pool.fetchrow(f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE id = $1 AND {LIVE}", memory_id)
-
-
-async def bump_access(pool: asyncpg.Pool, ids: list[uuid.UUID]) -> None:
-    await pool.execute(
-        "UPDATE memories SET last_accessed_at = now(), access_count = access_count + 1 WHERE id = ANY($1)",
-        ids,
-    )
-
-
-async def log_search(pool: asyncpg.Pool, entry: dict) -> None:
-    await pool.execute(
-        "INSERT INTO search_log (principal, scopes, query, k, candidates, hits, top_score, top_similarity,"
-        " latency_ms, stage_ms, degraded) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10::jsonb,$11)",
-        entry["principal"],
-        entry["scopes"],
-        entry["query"],
-        entry["k"],
-        entry["candidates"],
-        entry["hits"],
-        entry["top_score"],
-        entry["top_similarity"],
-        entry["latency_ms"],
-        entry["stage_ms"],
-        entry["degraded"],
-    )

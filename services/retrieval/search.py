@@ -5,12 +5,11 @@ diversity -> top k, with the query embedding under a short deadline (lexical-onl
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 import asyncpg
 
@@ -20,6 +19,7 @@ from hypermnesia.errors import FailedPrecondition, InvalidArgument, Unavailable
 from hypermnesia.scopes import require
 from hypermnesia.settings import RetrievalSettings
 from services.retrieval import metrics, repo
+from services.retrieval.bookkeeping import Bookkeeper
 from services.retrieval.filters import Prefilter
 from services.retrieval.scoring import (
     Candidate,
@@ -94,7 +94,7 @@ class Searcher:
             # (seed 002's manager profile, on the signals this store has).
             "manager": Weights(relevance=0.5, recency=0.3, importance=0.2, **common),
         }
-        self._background: set[asyncio.Task] = set()
+        self.bookkeeper = Bookkeeper(pool)
 
     def _validate(self, q: SearchInput) -> tuple[str, str]:
         validation.check_query(q.query)
@@ -222,36 +222,32 @@ class Searcher:
         return head + ranked[len(head) :]
 
     def _after_search(self, q: SearchInput, out: SearchOutput) -> None:
-        """Access bumps and the search_log row, off the hot path."""
-        ids = [uuid.UUID(str(c.id)) for c in out.hits]
-        entry = {
-            "principal": q.principal,
-            "scopes": q.scopes,
-            "query": q.query,
-            "k": q.k,
-            "candidates": out.candidates,
-            "hits": len(out.hits),
-            "top_score": out.hits[0].score if out.hits else None,
-            "top_similarity": out.hits[0].similarity if out.hits else None,
-            "latency_ms": out.stages["total_ms"],
-            "stage_ms": json.dumps(out.stages),
-            "degraded": out.degraded,
-        }
-
-        async def work() -> None:
-            try:
-                if ids and q.as_of is None and self.settings.search_bump_access:
-                    await repo.bump_access(self.pool, ids)
-                if self.settings.search_log_enabled:
-                    await repo.log_search(self.pool, entry)
-            except Exception:  # never let bookkeeping fail a search
-                log.exception("search bookkeeping failed")
-
-        task = asyncio.create_task(work())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        """Access bumps and the search_log row, written off the hot path (bookkeeping.py)."""
+        bump = q.as_of is None and self.settings.search_bump_access
+        accessed = [uuid.UUID(str(c.id)) for c in out.hits] if bump else []
+        row = None
+        if self.settings.search_log_enabled:
+            row = {
+                "at": datetime.now(UTC).isoformat(),
+                "principal": q.principal,
+                "scopes": q.scopes,
+                "query": q.query,
+                "k": q.k,
+                "candidates": out.candidates,
+                "hits": len(out.hits),
+                "top_score": out.hits[0].score if out.hits else None,
+                "top_similarity": out.hits[0].similarity if out.hits else None,
+                "latency_ms": out.stages["total_ms"],
+                "stage_ms": out.stages,
+                "degraded": out.degraded,
+            }
+        if accessed or row:
+            self.bookkeeper.record(accessed, row)
 
     async def drain(self) -> None:
-        """Wait for pending bookkeeping (shutdown, tests)."""
-        if self._background:
-            await asyncio.gather(*list(self._background), return_exceptions=True)
+        """Write pending bookkeeping now (tests)."""
+        await self.bookkeeper.flush()
+
+    async def close(self) -> None:
+        """Write pending bookkeeping and stop its loop (shutdown)."""
+        await self.bookkeeper.close()

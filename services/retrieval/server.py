@@ -50,7 +50,7 @@ async def running(settings: RetrievalSettings) -> AsyncIterator[tuple[grpc.aio.S
         yield server, port, searcher
     finally:
         await server.stop(2)
-        await searcher.drain()
+        await searcher.close()
         await embedder.close()
         await store.close()
 

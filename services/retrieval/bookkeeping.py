@@ -1,0 +1,111 @@
+"""What a search leaves behind, written off the hot path and in batches: access bumps (recency,
+forgetting) and `search_log` rows (stats, the bench's stage timings).
+
+Writing them per search, right after its answer, cost the next search ~15 ms on a 2-core machine
+(docs/PERFORMANCE.md): ten single-row updates and an insert, each planned and committed, racing
+the next query's embedding for the cores. Buffered, one transaction a second does the same work:
+one UPDATE for every memory recalled since (counting repeats) and one INSERT for the log rows,
+without waiting for the disk (a crash may lose the last second of bookkeeping, never a memory).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import uuid
+from collections import Counter
+
+import asyncpg
+
+log = logging.getLogger(__name__)
+
+_LOG_COLUMNS = (
+    "at",
+    "principal",
+    "scopes",
+    "query",
+    "k",
+    "candidates",
+    "hits",
+    "top_score",
+    "top_similarity",
+    "latency_ms",
+    "stage_ms",
+    "degraded",
+)
+_LOG_TYPES = ("timestamptz", "text", "text[]", "text", "int", "int", "int", "float8", "float8", "float8", "jsonb", "text[]")
+# Arrays of arrays (scopes, degraded) cannot be unnested column-wise, so the rows go as JSON.
+_INSERT_LOG = (
+    f"INSERT INTO search_log ({', '.join(_LOG_COLUMNS)}) SELECT "
+    + ", ".join(
+        f"ARRAY(SELECT jsonb_array_elements_text(r->'{c}'))"
+        if t == "text[]"
+        else f"r->'{c}'"
+        if t == "jsonb"
+        else f"(r->>'{c}')::{t}"
+        for c, t in zip(_LOG_COLUMNS, _LOG_TYPES, strict=True)
+    )
+    + " FROM jsonb_array_elements($1::jsonb) AS r"
+)
+_BUMP = (
+    "UPDATE memories m SET last_accessed_at = now(), access_count = m.access_count + b.n"
+    " FROM unnest($1::uuid[], $2::int[]) AS b(id, n) WHERE m.id = b.id"
+)
+
+
+class Bookkeeper:
+    def __init__(self, pool: asyncpg.Pool, *, every_s: float = 1.0, max_pending: int = 1000) -> None:
+        self.pool = pool
+        self.every_s = every_s
+        self.max_pending = max_pending
+        self._bumps: Counter[uuid.UUID] = Counter()
+        self._rows: list[dict] = []
+        self._due = asyncio.Event()
+        self._flushing = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+
+    def record(self, accessed: list[uuid.UUID], log_row: dict | None) -> None:
+        """Note a search's hits and log row (a dict of the search_log columns, JSON-ready, `at`
+        an ISO timestamp); written within `every_s` seconds."""
+        self._bumps.update(accessed)
+        if log_row is not None:
+            self._rows.append(log_row)
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="search-bookkeeping")
+        if len(self._rows) + len(self._bumps) >= self.max_pending:
+            self._due.set()
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._due.wait(), self.every_s)
+            self._due.clear()
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Write what is pending now (tests and shutdown call this; so does the loop)."""
+        async with self._flushing:
+            bumps, rows = self._bumps, self._rows
+            self._bumps, self._rows = Counter(), []
+            if not bumps and not rows:
+                return
+            try:
+                async with self.pool.acquire() as conn, conn.transaction():
+                    await conn.execute("SET LOCAL synchronous_commit = off")
+                    if bumps:
+                        await conn.execute(_BUMP, list(bumps), list(bumps.values()))
+                    if rows:
+                        await conn.execute(_INSERT_LOG, json.dumps(rows))
+            except Exception:  # never let bookkeeping fail a search, nor stop the loop
+                log.exception("search bookkeeping failed: %d bumps and %d log rows lost", len(bumps), len(rows))
+
+    async def close(self) -> None:
+        """Flush and stop the loop."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self.flush()
