@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -342,6 +342,32 @@ async def time_rest(base_url: str, queries: list[Query]) -> Timings:
     return out
 
 
+async def time_from_own_process(path: str, target: str, warmup: list[Query], queries: list[Query]) -> Timings:
+    """`queries` timed from a separate client process (after `warmup`), as real clients call: a
+    client sharing the services' process and event loop adds its own work to every call."""
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "services.retrieval.bench",
+        path,
+        target,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    sent = json.dumps([asdict(q) for q in warmup + queries]).encode()
+    out, _ = await child.communicate(sent)
+    if child.returncode != 0:
+        raise RuntimeError(f"the benchmark's {path} client exited with {child.returncode}; see its output above")
+    return [(shape, ms) for shape, ms in json.loads(out)][len(warmup) :]
+
+
+def _client(path: str, target: str) -> None:
+    """The client process of time_from_own_process: queries on stdin, timings on stdout."""
+    queries = [Query(**q) for q in json.load(sys.stdin)]
+    timer = time_grpc if path == "grpc" else time_rest
+    json.dump(asyncio.run(timer(target, queries)), sys.stdout)
+
+
 def summarise(timings: Timings) -> dict:
     by_shape: dict[str, list[float]] = {}
     for shape, ms in timings:
@@ -386,11 +412,13 @@ async def run(
                     graphs_s = time.perf_counter() - started
                     rng, seen = random.Random(seed + 1), set[str]()
                     qs = make_queries(queries, rng, seen)
-                    await time_grpc(stack.retrieval_address, make_queries(20, rng, seen))  # warm up
-                    grpc_ms = await time_grpc(stack.retrieval_address, qs)
+                    grpc_ms = await time_from_own_process(
+                        "grpc", stack.retrieval_address, make_queries(20, rng, seen), qs
+                    )
                     assert stack.base_url is not None
-                    await time_rest(stack.base_url, make_queries(20, rng, seen))
-                    rest_ms = await time_rest(stack.base_url, make_queries(queries, rng, seen))
+                    rest_ms = await time_from_own_process(
+                        "rest", stack.base_url, make_queries(20, rng, seen), make_queries(queries, rng, seen)
+                    )
                     await stack.searcher.drain()  # search_log rows are written off the hot path
                     stages = await stage_medians(db_url, qs)
                     recall = await ann_recall(db_url, client, qs[: min(len(qs), 150)])
@@ -438,3 +466,7 @@ def format_table(result: dict) -> str:
 def main(memories: int, queries: int, database_url: str | None, cache_dir: Path, as_json: bool) -> None:
     result = asyncio.run(run(memories, queries, database_url, cache_dir))
     print(json.dumps(result, indent=2) if as_json else format_table(result))
+
+
+if __name__ == "__main__":
+    _client(*sys.argv[1:3])
