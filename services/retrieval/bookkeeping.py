@@ -4,7 +4,7 @@ forgetting) and `search_log` rows (stats, the bench's stage timings).
 Writing them per search, right after its answer, cost the next search ~15 ms on a 2-core machine
 (docs/PERFORMANCE.md): ten single-row updates and an insert, each planned and committed, racing
 the next query's embedding for the cores. Buffered, one transaction a second does the same work:
-one UPDATE for every memory recalled since (counting repeats) and one INSERT for the log rows,
+one UPDATE for every memory recalled since (counting repeats) and the log rows in one pipelined batch,
 without waiting for the disk (a crash may lose the last second of bookkeeping, never a memory).
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import uuid
 from collections import Counter
@@ -35,19 +34,9 @@ _LOG_COLUMNS = (
     "stage_ms",
     "degraded",
 )
-_LOG_TYPES = ("timestamptz", "text", "text[]", "text", "int", "int", "int", "float8", "float8", "float8", "jsonb", "text[]")
-# Arrays of arrays (scopes, degraded) cannot be unnested column-wise, so the rows go as JSON.
 _INSERT_LOG = (
-    f"INSERT INTO search_log ({', '.join(_LOG_COLUMNS)}) SELECT "
-    + ", ".join(
-        f"ARRAY(SELECT jsonb_array_elements_text(r->'{c}'))"
-        if t == "text[]"
-        else f"r->'{c}'"
-        if t == "jsonb"
-        else f"(r->>'{c}')::{t}"
-        for c, t in zip(_LOG_COLUMNS, _LOG_TYPES, strict=True)
-    )
-    + " FROM jsonb_array_elements($1::jsonb) AS r"
+    f"INSERT INTO search_log ({', '.join(_LOG_COLUMNS)})"
+    f" VALUES ({', '.join(f'${n}' for n in range(1, len(_LOG_COLUMNS) + 1))})"
 )
 _BUMP = (
     "UPDATE memories m SET last_accessed_at = now(), access_count = m.access_count + b.n"
@@ -61,17 +50,17 @@ class Bookkeeper:
         self.every_s = every_s
         self.max_pending = max_pending
         self._bumps: Counter[uuid.UUID] = Counter()
-        self._rows: list[dict] = []
+        self._rows: list[tuple] = []
         self._due = asyncio.Event()
         self._flushing = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
 
     def record(self, accessed: list[uuid.UUID], log_row: dict | None) -> None:
-        """Note a search's hits and log row (a dict of the search_log columns, JSON-ready, `at`
-        an ISO timestamp); written within `every_s` seconds."""
+        """Note a search's hits and log row (the search_log columns by name); written within
+        `every_s` seconds."""
         self._bumps.update(accessed)
         if log_row is not None:
-            self._rows.append(log_row)
+            self._rows.append(tuple(log_row[c] for c in _LOG_COLUMNS))
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="search-bookkeeping")
         if len(self._rows) + len(self._bumps) >= self.max_pending:
@@ -97,7 +86,7 @@ class Bookkeeper:
                     if bumps:
                         await conn.execute(_BUMP, list(bumps), list(bumps.values()))
                     if rows:
-                        await conn.execute(_INSERT_LOG, json.dumps(rows))
+                        await conn.executemany(_INSERT_LOG, rows)
             except Exception:  # never let bookkeeping fail a search, nor stop the loop
                 log.exception("search bookkeeping failed: %d bumps and %d log rows lost", len(bumps), len(rows))
 

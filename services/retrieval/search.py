@@ -5,6 +5,7 @@ diversity -> top k, with the query embedding under a short deadline (lexical-onl
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import uuid
@@ -228,7 +229,7 @@ class Searcher:
         row = None
         if self.settings.search_log_enabled:
             row = {
-                "at": datetime.now(UTC).isoformat(),
+                "at": datetime.now(UTC),
                 "principal": q.principal,
                 "scopes": q.scopes,
                 "query": q.query,
@@ -238,7 +239,7 @@ class Searcher:
                 "top_score": out.hits[0].score if out.hits else None,
                 "top_similarity": out.hits[0].similarity if out.hits else None,
                 "latency_ms": out.stages["total_ms"],
-                "stage_ms": out.stages,
+                "stage_ms": json.dumps(out.stages),
                 "degraded": out.degraded,
             }
         if accessed or row:
