@@ -65,6 +65,21 @@ def _setup(gateway: GatewaySettings) -> dict[str, Any]:
                 }
             }
         },
+        # For clients that only spawn servers: `hypermnesia mcp` speaks MCP on stdio and calls the
+        # same services as this gateway.
+        "stdio": {
+            "mcpServers": {
+                "hypermnesia": {
+                    "command": "hypermnesia",
+                    "args": ["mcp", "--project", "<repo-slug>"],
+                    "env": {
+                        "HM_TOKEN": "<token>",
+                        "HM_RETRIEVAL_ADDRESS": gateway.retrieval_address,
+                        "HM_CURATION_ADDRESS": gateway.curation_address,
+                    },
+                }
+            }
+        },
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -23,13 +24,18 @@ INSTRUCTIONS = (
 class ToolKit:
     """What every tool module needs: the backends, the session of a call, and error mapping."""
 
-    def __init__(self, backends: Backends, auth: Authenticator) -> None:
+    def __init__(
+        self, backends: Backends, auth: Authenticator, stdio_headers: Mapping[str, str] | None = None
+    ) -> None:
         self.backends = backends
         self.auth = auth
+        self.stdio_headers = stdio_headers or {}
 
     def session_of(self, ctx: Context) -> Session:
-        headers = {k.lower(): v for k, v in (ctx.headers or {}).items()}
-        return self.auth.session(headers)
+        """HTTP calls carry their token and project in headers; stdio has no headers, so its calls
+        use the ones the process was started with (`hypermnesia mcp`)."""
+        headers = ctx.headers if ctx.headers is not None else self.stdio_headers
+        return self.auth.session({k.lower(): v for k, v in headers.items()})
 
     @staticmethod
     async def run(coro_factory: Any) -> Any:
@@ -40,9 +46,14 @@ class ToolKit:
             raise ToolError(exc.message) from exc
 
 
-def build_mcp(backends: Backends, auth: Authenticator, settings: GatewaySettings) -> MCPServer:
+def build_mcp(
+    backends: Backends,
+    auth: Authenticator,
+    settings: GatewaySettings,
+    stdio_headers: Mapping[str, str] | None = None,
+) -> MCPServer:
     mcp = MCPServer(name="hypermnesia", instructions=INSTRUCTIONS, version="0.1.0")
-    kit = ToolKit(backends, auth)
+    kit = ToolKit(backends, auth, stdio_headers)
     session_of, run = kit.session_of, kit.run
 
     @mcp.tool(structured_output=True)

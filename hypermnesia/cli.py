@@ -79,6 +79,14 @@ def cmd_serve(args: argparse.Namespace) -> None:
         run_async(lambda: gateway_serve(settings))
 
 
+def cmd_mcp(args: argparse.Namespace) -> None:
+    from gateway.stdio import serve_stdio
+
+    settings = load_settings(GatewaySettings)
+    configure_logging(settings.log_level)  # to stderr: stdout carries the protocol
+    run_async(lambda: serve_stdio(settings, token=settings.token, project=args.project))
+
+
 def cmd_up(args: argparse.Namespace) -> None:
     from hypermnesia.up import run_stack
 
@@ -107,6 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=cmd_serve)
     up = sub.add_parser("up", help="run the whole stack on this machine (embedded Postgres if needed)")
     up.set_defaults(func=cmd_up)
+    mcp = sub.add_parser(
+        "mcp",
+        help="MCP over stdio for clients that spawn their servers (token in HM_TOKEN); needs the "
+        "retrieval and curation services running (hypermnesia up)",
+    )
+    mcp.add_argument("--project", default="", help="project slug: memories go to project:<slug>")
+    mcp.set_defaults(func=cmd_mcp)
     bench = sub.add_parser("bench", help="benchmarks that print a table")
     bench_sub = bench.add_subparsers(dest="bench", required=True)
     for module in COMMAND_MODULES:

@@ -196,6 +196,8 @@ class GatewaySettings(CommonSettings):
     auth_tokens: Annotated[dict[str, dict[str, Any]], NoDecode] = Field(default_factory=dict)
     require_auth: bool = True
     default_project: str = "default"
+    # Only `hypermnesia mcp` (stdio) reads it: the bearer token its whole session acts with.
+    token: str = Field(default="", repr=False)
 
     @field_validator("auth_tokens", mode="before")
     @classmethod
