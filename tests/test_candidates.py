@@ -3,7 +3,6 @@ bound on what its selecting terms may match, and the dense leg's exact scan and 
 
 from __future__ import annotations
 
-import asyncio
 import math
 import uuid
 from datetime import UTC, datetime
@@ -226,22 +225,3 @@ async def test_a_large_scope_gets_its_own_graph_and_single_scope_searches_use_it
     assert await pool.fetchval(
         "SELECT indisvalid FROM pg_index WHERE indexrelid = $1::regclass", scope_graphs.name("a")
     )
-
-
-async def test_the_query_vector_may_arrive_while_the_lexical_leg_runs(pool: asyncpg.Pool) -> None:
-    """repo.candidates takes the embedding as an awaitable so the lexical leg runs meanwhile; a
-    late vector (or a late None: the embedder failed) gives what the vector given at once gives."""
-    vector = np.array([0.3, -1.0, 0.2], dtype=np.float32)
-
-    async def late(value: np.ndarray | None) -> np.ndarray | None:
-        await asyncio.sleep(0.05)
-        return value
-
-    def by_id(rows: list) -> list[dict]:
-        return sorted((dict(r) for r in rows), key=lambda r: r["id"])
-
-    for value in (vector, None):
-        direct = await repo.candidates(pool, _query("backup disk", ["a"]), value)
-        overlapped = await repo.candidates(pool, _query("backup disk", ["a"]), late(value))
-        assert direct and by_id(overlapped) == by_id(direct)
-        assert (direct[0]["dense_count"] > 0) == (value is not None)

@@ -1,12 +1,9 @@
-"""Retrieval's SQL: the lexical leg (while the query is being embedded), the dense leg, then one
-statement gathers both legs' candidates with BM25 for each, the neighbouring turns of the
-strongest ones, and each candidate's thread neighbours."""
+"""Retrieval's SQL: one round trip gathers the dense and lexical candidates, BM25 for each, the
+neighbouring turns of the strongest ones, and each candidate's thread neighbours."""
 
 from __future__ import annotations
 
-import inspect
 import uuid
-from collections.abc import Awaitable
 from dataclasses import dataclass
 
 import asyncpg
@@ -23,8 +20,7 @@ _STOPWORDS = sorted(STOPWORDS)
 
 # Query terms: stemmed English lexemes plus exact `simple` tokens, function words dropped; OR-ed.
 # IDF per term from the per-scope document frequencies kept by triggers (migration 0003).
-# $1 query, $2 stopwords, $3 scopes (for statistics).
-_TERMS = """
+_LEXICAL_PRELUDE = """
 qt AS (
     SELECT DISTINCT term FROM (
         SELECT unnest(tsvector_to_array(to_tsvector('english', $1::text))) AS term
@@ -52,9 +48,7 @@ idf AS (
     SELECT array_agg(ln(1 + (c.n - t.df + 0.5) / (t.df + 0.5)) ORDER BY t.df, t.term) AS idfs,
            array_agg(hm_quoted_tsquery(t.term) ORDER BY t.df, t.term) AS queries
     FROM term_df t CROSS JOIN corpus c WHERE t.df > 0
-)"""
-
-_SELECTING = """
+),
 -- Which terms select lexical candidates: the rarest, while together they have at most $6 index
 -- postings (NULL: no limit), and none found in over a quarter of the documents unless it is the
 -- rarest. Every term still counts in each candidate's BM25; the limit bounds the leg's cost, and
@@ -67,8 +61,9 @@ matching AS (
     ) r, corpus c
     WHERE ($6::float8 IS NULL OR r.running <= $6::float8) AND (r.df <= 0.25 * c.n OR r.rarity = 1)
 ),
-selecting AS (
-    SELECT (SELECT string_agg(hm_quoted_tsquery(term)::text, ' | ') FROM matching)::tsquery AS any_term
+tsq AS (
+    SELECT (SELECT string_agg(hm_quoted_tsquery(term)::text, ' | ') FROM matching)::tsquery AS any_term,
+           plainto_tsquery('english', $1::text) AS all_terms
 )"""
 
 # BM25 over the first BM25_TERMS query terms, rarest first: a longer query's extra terms are its
@@ -128,33 +123,24 @@ def dense_sql(where: str, exact: bool) -> str:
     return f"SELECT m.id FROM memories m WHERE {where} ORDER BY {order} LIMIT $2"
 
 
-def lexical_sql(where: str) -> str:
-    # $1-$3 as in _TERMS, $4 k1, $5 [b, b for documents], $6 how many index postings the selecting
-    # terms may have (NULL: no limit), $7 depth; filters from $8. Ids, best first.
+def hybrid_sql(where: str) -> str:
+    # $1 query, $2 stopwords, $3 scopes (for statistics), $4 k1, $5 [b, b for documents], $6 how many
+    # index postings the selecting terms may have (NULL: no limit), $7 vector (NULL: lexical-only),
+    # $8 the dense leg's ids (nearest first), $9 depth, $10 expansion (how many top candidates of
+    # each leg get their neighbours added); filters from $11.
     return f"""
-WITH {_TERMS},{_SELECTING},{_SLOTS}
-SELECT m.id
-FROM memories m, selecting t, slots s, {_FREQUENCIES}
-WHERE t.any_term IS NOT NULL AND m.search_tsv @@ t.any_term AND {where}
-ORDER BY {_BM25} DESC LIMIT $7
-"""
-
-
-# The candidates, whole: both legs' ids (best first) plus the neighbouring turns of each leg's
-# strongest, with cosine, BM25, whether every query word is present, and thread neighbours.
-# $1-$5 as in lexical_sql, $6 vector (NULL: lexical-only), $7 dense ids, $8 lexical ids,
-# $9 expansion (how many top candidates of each leg get their neighbours added). No filters: the
-# legs applied them, so the statement is the same for every search and its plan is cached.
-CANDIDATES_SQL = f"""
-WITH {_TERMS},{_SLOTS},
+WITH {_LEXICAL_PRELUDE},{_SLOTS},
 dense AS (
-    SELECT d.id, d.rank FROM unnest($7::uuid[]) WITH ORDINALITY AS d(id, rank)
+    SELECT d.id, d.rank FROM unnest($8::uuid[]) WITH ORDINALITY AS d(id, rank)
 ),
 lexical AS (
-    SELECT l.id, l.rank FROM unnest($8::uuid[]) WITH ORDINALITY AS l(id, rank)
+    SELECT m.id, {_BM25} AS bm25
+    FROM memories m, tsq, slots s, {_FREQUENCIES}
+    WHERE tsq.any_term IS NOT NULL AND m.search_tsv @@ tsq.any_term AND {where}
+    ORDER BY bm25 DESC LIMIT $9
 ),
 strongest AS (
-    (SELECT id FROM dense ORDER BY rank LIMIT $9) UNION (SELECT id FROM lexical ORDER BY rank LIMIT $9)
+    (SELECT id FROM dense ORDER BY rank LIMIT $10) UNION (SELECT id FROM lexical ORDER BY bm25 DESC LIMIT $10)
 ),
 expanded AS (
     SELECT n.id FROM strongest s JOIN memories m ON m.id = s.id,
@@ -163,19 +149,16 @@ expanded AS (
 ),
 pool AS (
     SELECT id FROM dense UNION SELECT id FROM lexical UNION SELECT id FROM expanded
-),
-phrase AS (
-    SELECT plainto_tsquery('english', $1::text) AS all_terms
 )
 SELECT {_M_COLUMNS},
-       1 - (m.embedding <=> $6) AS similarity,
+       1 - (m.embedding <=> $7) AS similarity,
        {_BM25} AS bm25,
-       (numnode(ph.all_terms) > 0 AND f.tsv @@ ph.all_terms) AS all_terms,
+       (numnode(tsq.all_terms) > 0 AND f.tsv @@ tsq.all_terms) AS all_terms,
        {_neighbour("<")} AS prev_id,
        {_neighbour(">")} AS next_id,
        (SELECT count(*) FROM dense) AS dense_count,
        (SELECT count(*) FROM lexical) AS lexical_count
-FROM pool p JOIN memories m ON m.id = p.id, phrase ph, slots s, {_FREQUENCIES}
+FROM pool p JOIN memories m ON m.id = p.id, tsq, slots s, {_FREQUENCIES}
 """
 
 
@@ -194,9 +177,6 @@ class CandidateQuery:
     # Searched scopes this small (in rows) get an exact dense scan instead of the HNSW walk.
     exact_rows: int
     ef_search: int
-    # Whether the lexical leg runs beside the dense one (HM_HYBRID_SEARCH); it always runs when
-    # the query has no embedding.
-    hybrid: bool = True
 
     @classmethod
     def from_settings(
@@ -215,59 +195,26 @@ class CandidateQuery:
             lexical_rows=settings.search_lexical_rows,
             exact_rows=settings.search_exact_rows,
             ef_search=max(settings.hnsw_ef_search, depth),
-            hybrid=settings.hybrid_search,
         )
 
 
-Embedding = Awaitable[np.ndarray | None] | np.ndarray | None
-
-
-async def candidates(pool: asyncpg.Pool, q: CandidateQuery, embedding: Embedding) -> list[asyncpg.Record]:
-    """Every candidate of a search. `embedding` is the query's vector, None (lexical-only), or an
-    awaitable of either: what needs no vector (the scopes' sizes, the lexical leg) runs while the
-    query is still being embedded."""
-    terms = [q.query, _STOPWORDS, q.prefilter.scopes, q.k1, [q.b, q.b_documents]]
-    where, filter_params = q.prefilter.sql(first_param=8)
+async def candidates(
+    pool: asyncpg.Pool, q: CandidateQuery, vector: np.ndarray | None
+) -> list[asyncpg.Record]:
+    """Every candidate of a search; `vector` None (the embedder failed) searches lexical-only."""
+    # Without a vector there is no dense leg to find what common words alone would select, so the
+    # lexical leg gets no bound on its index postings.
+    bound = None if vector is None else float(q.lexical_rows)
+    params = [q.query, _STOPWORDS, q.prefilter.scopes, q.k1, [q.b, q.b_documents], bound]
+    where, filter_params = q.prefilter.sql(first_param=11)
     async with pool.acquire() as conn, conn.transaction(readonly=True):
-        sizes = await _scope_sizes(conn, q.prefilter.scopes)
-        lexical: list = []
-        if q.hybrid:
-            rows = await conn.fetch(lexical_sql(where), *terms, float(q.lexical_rows), q.depth, *filter_params)
-            lexical = [r["id"] for r in rows]
-        vector = await embedding if inspect.isawaitable(embedding) else embedding
-        dense: list = []
-        if vector is None:
-            # No dense leg to find what common words alone would select: no bound on the leg.
-            rows = await conn.fetch(lexical_sql(where), *terms, None, q.depth, *filter_params)
-            lexical = [r["id"] for r in rows]
-        else:
-            dense = await _dense(conn, q, vector, sizes)
-            if not q.hybrid:
-                terms[0] = ""  # dense only: no lexical scores either
-        return await conn.fetch(CANDIDATES_SQL, *terms, vector, dense, lexical, q.expansion)
+        dense_ids = [] if vector is None else await _dense(conn, q, vector)
+        return await conn.fetch(
+            hybrid_sql(where), *params, vector, dense_ids, q.depth, q.expansion, *filter_params
+        )
 
 
-@dataclass(frozen=True)
-class _ScopeSizes:
-    scope_rows: int  # memories in the searched scopes
-    all_rows: int  # memories in the store
-    own_graph: bool  # one scope is searched and it has its own HNSW graph
-
-
-async def _scope_sizes(conn: asyncpg.Connection, scopes: list[str]) -> _ScopeSizes:
-    row = await conn.fetchrow(
-        "SELECT coalesce(sum(docs) FILTER (WHERE scope = ANY($1::text[])), 0), coalesce(sum(docs), 0),"
-        " cardinality($1::text[]) = 1 AND to_regclass($2) IS NOT NULL"
-        " FROM lexical_scope",
-        scopes,
-        scope_graphs.name(scopes[0]) if scopes else "",
-    )
-    return _ScopeSizes(*row)
-
-
-async def _dense(
-    conn: asyncpg.Connection, q: CandidateQuery, vector: np.ndarray, sizes: _ScopeSizes | None = None
-) -> list:
+async def _dense(conn: asyncpg.Connection, q: CandidateQuery, vector: np.ndarray) -> list:
     """The dense leg's ids, nearest first, by the cheaper way for the searched scopes' size:
     - the scope's own HNSW graph when one scope is searched and it has one
       (hypermnesia/scope_graphs.py): about 3 ms at 10,000 rows;
@@ -277,8 +224,14 @@ async def _dense(
       share: the planner would otherwise read every row of the scope by bitmap and sort them all
       (45 ms against 27 ms for one scope in ten at 100,000 memories);
     - the planner's choice when other filters (tags, kinds, time) narrow a very large scope."""
-    sizes = sizes or await _scope_sizes(conn, q.prefilter.scopes)
-    scope_rows, all_rows, own_graph = sizes.scope_rows, sizes.all_rows, sizes.own_graph
+    scopes = q.prefilter.scopes
+    scope_rows, all_rows, own_graph = await conn.fetchrow(
+        "SELECT coalesce(sum(docs) FILTER (WHERE scope = ANY($1::text[])), 0), coalesce(sum(docs), 0),"
+        " cardinality($1::text[]) = 1 AND to_regclass($2) IS NOT NULL"
+        " FROM lexical_scope",
+        scopes,
+        scope_graphs.name(scopes[0]) if scopes else "",
+    )
     exact = not own_graph and (
         scope_rows <= q.exact_rows
         or scope_rows * 20 <= all_rows

@@ -4,7 +4,6 @@ diversity -> top k, with the query embedding under a short deadline (lexical-onl
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -121,8 +120,7 @@ class Searcher:
             raise InvalidArgument("since must be earlier than until")
         return fusion, mode
 
-    async def _embed_query(self, query: str, degraded: list[str], stages: dict[str, float]):  # type: ignore[no-untyped-def]
-        started = time.perf_counter()
+    async def _embed_query(self, query: str, degraded: list[str]):  # type: ignore[no-untyped-def]
         try:
             (vector,) = await self.embedder.embed([query], QUERY, self.settings.embed_timeout_ms / 1000)
             return vector
@@ -131,8 +129,6 @@ class Searcher:
             degraded.append(EMBEDDER_UNAVAILABLE)
             metrics.DEGRADED.inc()
             return None
-        finally:
-            stages["embed_ms"] = (time.perf_counter() - started) * 1000
 
     async def search(self, q: SearchInput) -> SearchOutput:
         fusion, mode = self._validate(q)
@@ -140,11 +136,12 @@ class Searcher:
         started = time.perf_counter()
         stages: dict[str, float] = {}
         degraded: list[str] = []
-        # The query is embedded while the SQL that needs no vector runs (repo.candidates).
-        embedding = asyncio.create_task(self._embed_query(q.query, degraded, stages))
+        vector = await self._embed_query(q.query, degraded)
+        stages["embed_ms"] = (time.perf_counter() - started) * 1000
+        t = time.perf_counter()
         cq = repo.CandidateQuery.from_settings(
             self.settings,
-            q.query,
+            q.query if self.settings.hybrid_search or vector is None else "",
             Prefilter(
                 scopes=q.scopes,
                 tags=q.tags,
@@ -158,13 +155,8 @@ class Searcher:
             ),
             q.k,
         )
-        try:
-            rows = await repo.candidates(self.pool, cq, embedding)
-        finally:
-            embedding.cancel()  # only still running when the SQL failed
-        vector = embedding.result()
-        # The SQL time the embedding did not hide.
-        stages["candidates_ms"] = (time.perf_counter() - started) * 1000 - stages["embed_ms"]
+        rows = await repo.candidates(self.pool, cq, vector)
+        stages["candidates_ms"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
         candidates = [
             Candidate(
