@@ -136,6 +136,9 @@ class Searcher:
         started = time.perf_counter()
         stages: dict[str, float] = {}
         degraded: list[str] = []
+        # The SQL waits for the vector. Running the lexical leg during the embedding was tried and
+        # measured 3-4 ms slower on 2 cores: its Postgres work slowed onnxruntime by more than it
+        # saved (docs/PERFORMANCE.md, "a flawed A/B corrected").
         vector = await self._embed_query(q.query, degraded)
         stages["embed_ms"] = (time.perf_counter() - started) * 1000
         t = time.perf_counter()
