@@ -58,30 +58,27 @@ async def test_stdio_session_saves_and_searches_in_its_project(stack: Stack) -> 
         assert response.json()["description"] == "NAS media share protocol"
 
 
-def test_stdio_refuses_an_unknown_token_at_start(stack: Stack) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "hypermnesia", "mcp", "--project", "stdio-slice"],
-        env={"PATH": "/usr/bin:/bin", **stdio_env(stack, "not-a-token")},
+def start_and_wait(stack: Stack, token: str, project: str) -> subprocess.CompletedProcess[str]:
+    """`hypermnesia mcp` run to its end with no client on stdin (it should refuse to start)."""
+    return subprocess.run(
+        [sys.executable, "-m", "hypermnesia", "mcp", "--project", project],
+        env={"PATH": "/usr/bin:/bin", **stdio_env(stack, token)},
         cwd=ROOT,
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+def test_stdio_refuses_an_unknown_token_at_start(stack: Stack) -> None:
+    done = start_and_wait(stack, "not-a-token", "stdio-slice")
     assert done.returncode == 1, done.stderr
     assert done.stdout == ""  # nothing on the protocol channel
     assert "unknown bearer token" in done.stderr and "HM_TOKEN" in done.stderr
 
 
 def test_stdio_refuses_a_malformed_project(stack: Stack) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "hypermnesia", "mcp", "--project", "no spaces allowed"],
-        env={"PATH": "/usr/bin:/bin", **stdio_env(stack, "alice-token")},
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = start_and_wait(stack, "alice-token", "no spaces allowed")
     assert done.returncode == 1, done.stderr
     assert "must be a slug" in done.stderr
