@@ -5,7 +5,10 @@ benchmarks and the tests, so they all exercise the real service path the same wa
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import socket
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -15,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
+import httpx
 
 from hypermnesia.settings import CurationSettings, EmbedderSettings, GatewaySettings, RetrievalSettings
 
@@ -82,6 +86,59 @@ async def embedder_process(data_dir: Path, **overrides: Any) -> AsyncIterator[st
         yield child.address
     finally:
         await asyncio.to_thread(child.stop)
+
+
+def _env_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return str(value)
+
+
+@asynccontextmanager
+async def gateway_process(
+    retrieval_address: str, curation_address: str, log_path: Path, **overrides: Any
+) -> AsyncIterator[str]:
+    """`hypermnesia serve gateway` as its own process, as deployed (`hypermnesia up`), so its HTTP
+    work does not share an event loop with the services; yields its base URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        **os.environ,
+        "HM_HOST": "127.0.0.1",
+        "HM_GATEWAY_PORT": str(port),
+        "HM_RETRIEVAL_ADDRESS": retrieval_address,
+        "HM_CURATION_ADDRESS": curation_address,
+        "HM_LOG_LEVEL": "WARNING",
+        **{f"HM_{name.upper()}": _env_value(value) for name, value in overrides.items()},
+    }
+    base_url = f"http://127.0.0.1:{port}"
+    with log_path.open("wb") as log:
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "hypermnesia", "serve", "gateway",
+            env=env, stdout=log, stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL,
+        )
+    try:
+        async with httpx.AsyncClient(base_url=base_url, timeout=2) as http:
+            for _ in range(300):
+                if child.returncode is not None:
+                    tail = log_path.read_text(errors="replace")[-2000:]
+                    raise RuntimeError(f"the gateway exited with {child.returncode}:\n{tail}")
+                try:
+                    if (await http.get("/health")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                await asyncio.sleep(0.1)
+            else:
+                raise TimeoutError(f"the gateway did not answer /health in 30 s; see {log_path}")
+        yield base_url
+    finally:
+        if child.returncode is None:
+            child.terminate()
+            await child.wait()
 
 
 @asynccontextmanager
