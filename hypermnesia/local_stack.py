@@ -102,9 +102,9 @@ async def gateway_process(
 ) -> AsyncIterator[str]:
     """`hypermnesia serve gateway` as its own process, as deployed (`hypermnesia up`), so its HTTP
     work does not share an event loop with the services; yields its base URL."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    from services.embedder.process import free_port
+
+    port = free_port()
     env = {
         **os.environ,
         "HM_HOST": "127.0.0.1",

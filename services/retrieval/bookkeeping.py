@@ -1,11 +1,11 @@
 """What a search leaves behind, written off the hot path and in batches: access bumps (recency,
 forgetting) and `search_log` rows (stats, the bench's stage timings).
 
-Writing them per search, right after its answer, cost the next search ~15 ms on a 2-core machine
-(docs/PERFORMANCE.md): ten single-row updates and an insert, each planned and committed, racing
-the next query's embedding for the cores. Buffered, one transaction a second does the same work:
-one UPDATE for every memory recalled since (counting repeats) and the log rows in one pipelined batch,
-without waiting for the disk (a crash may lose the last second of bookkeeping, never a memory).
+Written per search, right after its answer, they were ten single-row updates and an insert, each
+planned and committed, racing the next query's embedding for the cores (and at the old fillfactor
+most bumps updated every index, both HNSW graphs included). Buffered, one transaction a second
+does the same work: one UPDATE for every memory recalled since (counting repeats) and the log
+rows in one pipelined batch, without waiting for the disk (a crash may lose the last second of bookkeeping, never a memory).
 """
 
 from __future__ import annotations
