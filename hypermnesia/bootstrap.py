@@ -24,7 +24,9 @@ class Store:
 
 
 async def open_store(settings: EmbedderClientSettings) -> Store:
-    url, embedded = db.resolve_database_url(settings.database_url, settings.data_dir)
+    url, embedded = db.resolve_database_url(
+        settings.database_url, settings.data_dir, settings.pg_shared_buffers_mb
+    )
     pool = await db.connect_pool(url, max_size=settings.db_pool_size)
     await db.migrate(pool)
     return Store(pool, embedded)

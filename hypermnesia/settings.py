@@ -42,6 +42,9 @@ class CommonSettings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     startup_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 120.0
     db_pool_size: Annotated[int, Field(gt=0, le=200)] = 10
+    # The embedded Postgres's buffer cache; 0 = a quarter of the machine's memory, at most 4 GiB
+    # (hypermnesia/db.py). Applies when that server starts; not to HM_DATABASE_URL's server.
+    pg_shared_buffers_mb: Annotated[int, Field(ge=0, le=1_048_576)] = 0
 
     @field_validator("database_url")
     @classmethod
@@ -50,6 +53,13 @@ class CommonSettings(BaseSettings):
             return None
         if value is not None and not value.startswith(("postgres://", "postgresql://")):
             raise ValueError("must start with postgresql:// (e.g. postgresql://user:pass@host:5432/db)")
+        return value
+
+    @field_validator("pg_shared_buffers_mb")
+    @classmethod
+    def _shared_buffers(cls, value: int) -> int:
+        if 0 < value < 16:
+            raise ValueError("must be 0 (a quarter of the machine's memory) or at least 16 (MB)")
         return value
 
     @property

@@ -142,7 +142,9 @@ class Stack:
         self.env.setdefault("HM_CURATION_ADDRESS", f"{host}:{self.curation.curation_port}")
 
     def start_database(self) -> None:
-        url, self.embedded = db.resolve_database_url(self.gateway.database_url, self.gateway.data_dir)
+        url, self.embedded = db.resolve_database_url(
+            self.gateway.database_url, self.gateway.data_dir, self.gateway.pg_shared_buffers_mb
+        )
         asyncio.run(db.check_reachable(url))  # fail once, clearly, instead of in every child
         self.env["HM_DATABASE_URL"] = url
         where = f"embedded, data in {self.gateway.data_dir / 'pg'}" if self.embedded else db.redact(url)

@@ -43,7 +43,9 @@ def admin_principal() -> str:
 
 @asynccontextmanager
 async def open_pool(settings: CurationSettings) -> AsyncIterator[asyncpg.Pool]:
-    url, embedded = db.resolve_database_url(settings.database_url, settings.data_dir)
+    url, embedded = db.resolve_database_url(
+        settings.database_url, settings.data_dir, settings.pg_shared_buffers_mb
+    )
     pool = await db.connect_pool(url, max_size=4)
     try:
         await db.migrate(pool)

@@ -1,0 +1,57 @@
+"""The embedded Postgres starts with hypermnesia's own settings (a buffer cache sized to the
+machine, or to HM_PG_SHARED_BUFFERS_MB), and a bad value is refused before anything starts."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import asyncpg
+import pytest
+from pydantic import ValidationError
+
+from hypermnesia import db
+from hypermnesia.settings import CommonSettings
+
+
+async def shared_buffers_mb(url: str) -> int:
+    conn = await asyncpg.connect(url)
+    try:
+        # pg_settings gives shared_buffers in 8 kB blocks.
+        return int(
+            await conn.fetchval(
+                "SELECT setting::bigint * 8 / 1024 FROM pg_settings WHERE name = 'shared_buffers'"
+            )
+        )
+    finally:
+        await conn.close()
+
+
+def test_auto_size_is_a_quarter_of_memory_within_bounds() -> None:
+    total_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+    auto = db.auto_shared_buffers_mb()
+    assert 128 <= auto <= 4096
+    assert auto == min(max(total_mb // 4, 128), 4096)
+
+
+async def test_embedded_server_uses_the_configured_buffer_cache(tmp_path: Path) -> None:
+    server = db.EmbeddedPostgres(tmp_path / "data", shared_buffers_mb=200)
+    assert await shared_buffers_mb(server.url) == 200
+    pgdata = tmp_path / "data" / "pg"
+    assert (pgdata / db.TUNING_FILE).read_text() == "shared_buffers = '200MB'\n"
+    # Writing the settings again (the next start) keeps one include line, and the new value.
+    db.write_tuning(pgdata, 300)
+    assert (pgdata / "postgresql.conf").read_text().count(db.TUNING_FILE) == 1
+    assert "300MB" in (pgdata / db.TUNING_FILE).read_text()
+
+
+async def test_unset_means_the_automatic_size(tmp_path: Path) -> None:
+    server = db.EmbeddedPostgres(tmp_path / "data")
+    assert await shared_buffers_mb(server.url) == db.auto_shared_buffers_mb()
+
+
+@pytest.mark.parametrize("value", ["5", "-1", "lots"])
+def test_a_bad_buffer_size_is_refused(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HM_PG_SHARED_BUFFERS_MB", value)
+    with pytest.raises(ValidationError, match="pg_shared_buffers_mb"):
+        CommonSettings()
