@@ -189,14 +189,16 @@ async def local_stack(
 async def _gateway(settings: GatewaySettings) -> AsyncIterator[str]:
     import uvicorn
 
-    from gateway.app import create_app
+    from gateway.app import HTTP_PARSER, create_app
 
     # proto=IPPROTO_TCP, as uvicorn's own binding has it: asyncio sets TCP_NODELAY only on sockets
     # that say they are TCP, and without it every HTTP response waited ~40 ms for a delayed ACK.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning", lifespan="on"))
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings), log_level="warning", lifespan="on", http=HTTP_PARSER)
+    )
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         while not server.started:
