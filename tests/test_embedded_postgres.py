@@ -40,7 +40,8 @@ async def test_embedded_server_uses_the_configured_buffer_cache(tmp_path: Path) 
     pgdata = tmp_path / "data" / "pg"
     assert (pgdata / db.TUNING_FILE).read_text() == "shared_buffers = '200MB'\n"
     # Writing the settings again (the next start) keeps one include line, and the new value.
-    db.write_tuning(pgdata, 300)
+    assert db.write_tuning(pgdata, 200) is False  # unchanged: nothing rewritten
+    assert db.write_tuning(pgdata, 300) is True
     assert (pgdata / "postgresql.conf").read_text().count(db.TUNING_FILE) == 1
     assert "300MB" in (pgdata / db.TUNING_FILE).read_text()
 
