@@ -32,13 +32,29 @@ TUNING_FILE = "hypermnesia.conf"
 _INCLUDE_LINE = f"include_if_exists = '{TUNING_FILE}'"
 
 
+# Where a container's memory limit is, under cgroup v2 and v1.
+_CGROUP_MEMORY_LIMITS = (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
+
+
+def available_memory_mb() -> int:
+    """The machine's memory, or the container's limit when that is lower."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for path in _CGROUP_MEMORY_LIMITS:
+        try:
+            limit = path.read_text().strip()
+        except OSError:
+            continue
+        if limit.isdigit():  # "max" (v2) means no limit; v1 writes a huge number instead
+            total = min(total, int(limit))
+    return total // 2**20
+
+
 def auto_shared_buffers_mb() -> int:
-    """A quarter of the machine's memory (the usual advice for a database box), at most 4 GiB, at
-    least Postgres's stock 128 MB. Stock 128 MB is too small even for 100,000 memories: their HNSW
+    """A quarter of the memory (the usual advice for a database box), at most 4 GiB, at least
+    Postgres's stock 128 MB. Stock 128 MB is too small even for 100,000 memories: their HNSW
     graphs and rows take ~800 MB, and a walk that misses the cache reads each page from the kernel
     (dense leg 5.5 -> 3.1 ms, tag-filtered 11.0 -> 5.4 ms with 1 GB, docs/PERFORMANCE.md)."""
-    total_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
-    return max(128, min(total_mb // 4, 4096))
+    return max(128, min(available_memory_mb() // 4, 4096))
 
 
 def write_tuning(pgdata: Path, shared_buffers_mb: int) -> bool:

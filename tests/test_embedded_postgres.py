@@ -28,10 +28,21 @@ async def shared_buffers_mb(url: str) -> int:
 
 
 def test_auto_size_is_a_quarter_of_memory_within_bounds() -> None:
-    total_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
-    auto = db.auto_shared_buffers_mb()
-    assert 128 <= auto <= 4096
-    assert auto == min(max(total_mb // 4, 128), 4096)
+    physical_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+    memory_mb = db.available_memory_mb()
+    assert 0 < memory_mb <= physical_mb
+    assert db.auto_shared_buffers_mb() == min(max(memory_mb // 4, 128), 4096)
+
+
+def test_a_container_limit_below_the_machine_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    v2, v1 = tmp_path / "memory.max", tmp_path / "memory.limit_in_bytes"
+    monkeypatch.setattr(db, "_CGROUP_MEMORY_LIMITS", (v2, v1))
+    v2.write_text("max\n")  # cgroup v2 without a limit
+    v1.write_text(f"{2 * 2**30}\n")  # a 2 GiB container
+    assert db.available_memory_mb() == 2048
+    assert db.auto_shared_buffers_mb() == 512
+    v1.write_text(f"{100 * 2**20}\n")  # 100 MiB: never below Postgres's own default
+    assert db.auto_shared_buffers_mb() == 128
 
 
 async def test_embedded_server_uses_the_configured_buffer_cache(tmp_path: Path) -> None:
