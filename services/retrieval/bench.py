@@ -39,6 +39,7 @@ from hypermnesia.local_stack import (
 )
 from hypermnesia.settings import CurationSettings, RetrievalSettings
 from hypermnesia.v1 import common_pb2, retrieval_pb2, retrieval_pb2_grpc
+from services.embedder.onnx_provider import OnnxProvider
 from services.retrieval import repo
 from services.retrieval.filters import Prefilter
 
@@ -448,6 +449,7 @@ async def run(
                     await stack.searcher.drain()  # search_log rows are written off the hot path
                     stages = await stage_medians(db_url, qs)
                     recall = await ann_recall(db_url, client, qs[: min(len(qs), 150)])
+                    raw_ms = raw_query_embedding_ms(work / "models", make_queries(60, rng, seen))
                 await client.close()
         finally:
             await drop_database(db_url)
@@ -461,7 +463,25 @@ async def run(
         "rest_ms": summarise(rest_ms),
         "ann_recall_at_10": recall,
         "grpc_stage_ms_p50": stages,
+        "raw_query_embedding_ms_p50": raw_ms,
     }
+
+
+def raw_query_embedding_ms(cache_dir: Path, queries: list[Query]) -> float:
+    """p50 of embedding one query in this process with raw onnxruntime (no service), as the
+    machine runs now: this shared box's speed moves between runs, and with it every figure above."""
+    provider = OnnxProvider.from_settings(
+        None, cache_dir, max_tokens=256, quantization="fp32", intra_op_threads=0, inter_op_threads=0
+    )
+    try:
+        timings = []
+        for q in queries:
+            started = time.perf_counter()
+            provider.embed(provider.prepare([q.text]))
+            timings.append((time.perf_counter() - started) * 1000)
+    finally:
+        provider.close()
+    return statistics.median(timings[5:])
 
 
 def format_table(result: dict) -> str:
@@ -483,6 +503,11 @@ def format_table(result: dict) -> str:
         )
     stages = ", ".join(f"{k} {v:.1f}" for k, v in result["grpc_stage_ms_p50"].items())
     lines += ["", f"Inside the retrieval service (gRPC queries, medians from search_log, ms): {stages}"]
+    lines += [
+        "",
+        "This machine during the run: one query embedded in-process by raw onnxruntime, p50"
+        f" {result['raw_query_embedding_ms_p50']:.1f} ms (embed_ms above is that plus the gRPC hop)",
+    ]
     recall = result["ann_recall_at_10"]
     lines += ["", "| dense leg recall@10 vs exact (same filters) | value |", "|---|---|"]
     for name, value in recall.items():
