@@ -111,6 +111,12 @@ class EmbeddedPostgres:
             )
 
 
+    def close(self) -> None:
+        """Let go of this process's handle now rather than at exit (the last handle stops the
+        server): whoever deletes the data dir afterwards must not leave the server running on it."""
+        self._server.cleanup()
+
+
 def resolve_database_url(
     database_url: str | None, data_dir: Path, shared_buffers_mb: int = 0
 ) -> tuple[str, EmbeddedPostgres | None]:

@@ -67,3 +67,11 @@ def test_a_bad_buffer_size_is_refused(value: str, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("HM_PG_SHARED_BUFFERS_MB", value)
     with pytest.raises(ValidationError, match="pg_shared_buffers_mb"):
         CommonSettings()
+
+
+async def test_close_stops_the_server_before_its_folder_goes(tmp_path: Path) -> None:
+    server = db.EmbeddedPostgres(tmp_path / "data", shared_buffers_mb=64)
+    assert await shared_buffers_mb(server.url) == 64
+    server.close()
+    with pytest.raises(OSError):  # nothing listens on its socket any more
+        await asyncpg.connect(server.url, timeout=5)

@@ -403,7 +403,7 @@ async def run(
 ) -> dict:
     with tempfile.TemporaryDirectory(prefix="hm-bench-") as tmp:
         work = Path(tmp)
-        server_url, _embedded = resolve_database_url(database_url, work)
+        server_url, embedded = resolve_database_url(database_url, work)
         db_url = await create_database(server_url, prefix="hm_bench")
         try:
             async with embedder_process(work) as embedder_address:
@@ -453,6 +453,8 @@ async def run(
                 await client.close()
         finally:
             await drop_database(db_url)
+            if embedded is not None:  # before the temporary directory under it goes
+                embedded.close()
     return {
         "memories": memories,
         "queries": queries,

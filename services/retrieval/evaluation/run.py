@@ -160,7 +160,7 @@ async def evaluate(
     k = 100 if dataset == "scifact" else 10
     with tempfile.TemporaryDirectory(prefix="hm-eval-") as tmp:
         work = work_dir or Path(tmp)
-        server_url, _embedded = resolve_database_url(database_url, work)
+        server_url, embedded = resolve_database_url(database_url, work)
         db_url = await create_database(server_url, prefix="hm_eval")
         try:
             async with (
@@ -199,6 +199,8 @@ async def evaluate(
                     return results
         finally:
             await drop_database(db_url)
+            if embedded is not None:  # before the temporary directory under it goes
+                embedded.close()
 
 
 def format_table(dataset: str, results: list[FusionResult]) -> str:
