@@ -33,7 +33,10 @@ _INCLUDE_LINE = f"include_if_exists = '{TUNING_FILE}'"
 
 
 # Where a container's memory limit is, under cgroup v2 and v1.
-_CGROUP_MEMORY_LIMITS = (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
+_CGROUP_MEMORY_LIMITS = (
+    Path("/sys/fs/cgroup/memory.max"),
+    Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"),
+)
 
 
 def available_memory_mb() -> int:
@@ -77,7 +80,7 @@ def write_tuning(pgdata: Path, shared_buffers_mb: int) -> bool:
 
 class EmbeddedPostgres:
     """A handle on the embedded server. Several processes may share one server; the package
-    stops it at exit of the last process holding a handle, so there is no explicit stop.
+    stops it when the last process holding a handle exits (or calls close()).
     `shared_buffers_mb` 0 means auto_shared_buffers_mb()."""
 
     def __init__(self, data_dir: Path, shared_buffers_mb: int = 0) -> None:
@@ -109,7 +112,6 @@ class EmbeddedPostgres:
                 "that was already running keeps its old value until it restarts",
                 buffers_mb,
             )
-
 
     def close(self) -> None:
         """Let go of this process's handle now rather than at exit (the last handle stops the
