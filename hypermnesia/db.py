@@ -39,10 +39,10 @@ _CGROUP_MEMORY_LIMITS = (
 )
 
 
-def available_memory_mb() -> int:
-    """The machine's memory, or the container's limit when that is lower."""
+def available_memory_mb(limit_files: tuple[Path, ...] = _CGROUP_MEMORY_LIMITS) -> int:
+    """The machine's memory, or the container's limit (read from `limit_files`) when lower."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    for path in _CGROUP_MEMORY_LIMITS:
+    for path in limit_files:
         try:
             limit = path.read_text().strip()
         except OSError:
@@ -52,12 +52,13 @@ def available_memory_mb() -> int:
     return total // 2**20
 
 
-def auto_shared_buffers_mb() -> int:
+def auto_shared_buffers_mb(memory_mb: int | None = None) -> int:
     """A quarter of the memory (the usual advice for a database box), at most 4 GiB, at least
     Postgres's stock 128 MB. Stock 128 MB is too small even for 100,000 memories: their HNSW
     graphs and rows take ~800 MB, and a walk that misses the cache reads each page from the kernel
     (dense leg 5.5 -> 3.1 ms, tag-filtered 11.0 -> 5.4 ms with 1 GB, docs/PERFORMANCE.md)."""
-    return max(128, min(available_memory_mb() // 4, 4096))
+    memory_mb = available_memory_mb() if memory_mb is None else memory_mb
+    return max(128, min(memory_mb // 4, 4096))
 
 
 def write_tuning(pgdata: Path, shared_buffers_mb: int) -> bool:
