@@ -39,6 +39,7 @@ from hypermnesia.local_stack import (
 )
 from hypermnesia.settings import CurationSettings, RetrievalSettings
 from hypermnesia.v1 import common_pb2, retrieval_pb2, retrieval_pb2_grpc
+from services.embedder.bench import bench_raw
 from services.embedder.onnx_provider import OnnxProvider
 from services.retrieval import repo
 from services.retrieval.filters import Prefilter
@@ -476,14 +477,10 @@ def raw_query_embedding_ms(cache_dir: Path, queries: list[Query]) -> float:
         None, cache_dir, max_tokens=256, quantization="fp32", intra_op_threads=0, inter_op_threads=0
     )
     try:
-        timings = []
-        for q in queries:
-            started = time.perf_counter()
-            provider.embed(provider.prepare([q.text]))
-            timings.append((time.perf_counter() - started) * 1000)
+        texts = [q.text for q in queries]
+        return bench_raw(provider, texts, 1, len(texts), "raw, one query").p50_ms
     finally:
         provider.close()
-    return statistics.median(timings[5:])
 
 
 def format_table(result: dict) -> str:

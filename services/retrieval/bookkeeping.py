@@ -5,7 +5,8 @@ Written per search, right after its answer, they were ten single-row updates and
 planned and committed, racing the next query's embedding for the cores (and at the old fillfactor
 most bumps updated every index, both HNSW graphs included). Buffered, one transaction a second
 does the same work: one UPDATE for every memory recalled since (counting repeats) and the log
-rows in one pipelined batch, without waiting for the disk (a crash may lose the last second of bookkeeping, never a memory).
+rows in one pipelined batch, without waiting for the disk (a crash may lose the last second of
+bookkeeping, never a memory).
 """
 
 from __future__ import annotations
