@@ -85,6 +85,9 @@ class EmbedderSettings(CommonSettings):
     # 0 = the cores available to the process.
     embed_intra_op_threads: Annotated[int, Field(ge=0, le=256)] = 0
     embed_inter_op_threads: Annotated[int, Field(ge=0, le=256)] = 0
+    # onnx provider: batches run at once, each on its own session with its share of the intra-op
+    # threads (a batch running alone gets them all). 0 = 2 on two or more cores, else 1.
+    embed_workers: Annotated[int, Field(ge=0, le=64)] = 0
     # A batch holds at most this many texts and this many padded tokens (texts x longest text):
     # long texts gain nothing from big batches, short ones gain a lot.
     embed_max_batch_size: Annotated[int, Field(gt=0, le=1024)] = 32

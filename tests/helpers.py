@@ -39,8 +39,8 @@ def tool_json(result: Any) -> Any:
     return json.loads(result.content[0].text)
 
 
-def onnx_provider_for(model_cache: Path, quantization: str = "fp32") -> OnnxProvider:
-    """The default model in-process, as the embedder service builds it (threads: the cores)."""
+def onnx_provider_for(model_cache: Path, quantization: str = "fp32", workers: int = 1) -> OnnxProvider:
+    """The default model in-process (threads: the cores); the service uses default_workers()."""
     return OnnxProvider.from_settings(
         None,
         model_cache / "models",
@@ -48,4 +48,5 @@ def onnx_provider_for(model_cache: Path, quantization: str = "fp32") -> OnnxProv
         quantization=quantization,
         intra_op_threads=0,
         inter_op_threads=0,
+        workers=workers,
     )

@@ -83,8 +83,8 @@ async def embed_call(
     return await stub.Embed(embedder_pb2.EmbedRequest(texts=texts), timeout=timeout)
 
 
-def metric(name: str) -> float:
-    return REGISTRY.get_sample_value(name) or 0.0
+def metric(name: str, labels: dict[str, str] | None = None) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
 def sentence(i: int) -> str:
@@ -134,6 +134,28 @@ async def test_each_caller_gets_its_own_vectors_in_order_under_concurrency(
             assert float(vector @ expected[texts.index(text)]) > 0.99999, text
     assert max(len(b) for b in gated.batches) > 1, "concurrent calls were never batched together"
     assert max(len(b) for b in gated.batches) <= 16
+
+
+async def test_parallel_sessions_give_every_caller_the_vectors_of_a_lone_call(model_cache: Path) -> None:
+    """Two workers (the default on two cores): batches that run side by side use the narrow
+    sessions, and their vectors are those of the wide session running alone."""
+    provider = onnx_provider_for(model_cache, workers=2)
+    texts = [sentence(i) for i in range(64)]
+    expected = np.vstack([provider.embed(provider.prepare([t])) for t in texts])
+    narrow = {"session": "narrow"}
+    before = metric("hm_embed_session_batches_total", narrow)
+    async with serving(
+        provider, BatchLimits(max_batch_size=8, max_batch_tokens=4096, max_wait_ms=2)
+    ) as address:
+        client = EmbedderClient(address)
+        try:
+            await client.wait_for_info(10)
+            results = await asyncio.gather(*(client.embed([t], DOCUMENT, 60) for t in texts * 2))
+        finally:
+            await client.close()
+    for text, vectors in zip(texts * 2, results, strict=True):
+        assert float(vectors[0] @ expected[texts.index(text)]) > 0.99999, text
+    assert metric("hm_embed_session_batches_total", narrow) > before, "no two batches ever ran at once"
 
 
 async def test_a_failing_batch_fails_every_waiter_and_the_service_recovers(

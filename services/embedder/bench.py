@@ -1,7 +1,8 @@
 """`hypermnesia bench embedder`: what the service adds on top of raw onnxruntime.
 
 One run measures (a) the provider in-process (tokenize + session.run, no service) at several
-batch sizes, (b) the service over loopback gRPC under 1 client and under N concurrent clients
+batch sizes, one call at a time, (a2) the same provider with the service's parallel sessions,
+called from as many threads at once (what the service can reach at best), (b) the service over loopback gRPC under 1 client and under N concurrent clients
 each sending one short text per call, (c) the same with batching disabled, (d) the same with
 ~100-word texts. The services are real `hypermnesia serve embedder` child processes; clients
 share one channel in this process, so on a small machine they compete with the server for
@@ -18,6 +19,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -25,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from hypermnesia.embedder_client import DOCUMENT, EmbedderClient
-from services.embedder.onnx_provider import OnnxProvider
+from services.embedder.onnx_provider import OnnxProvider, default_workers
 from services.embedder.process import EmbedderProcess, start_embedder
 
 _WORDS = (
@@ -74,6 +76,32 @@ def bench_raw(provider: OnnxProvider, texts: list[str], size: int, total: int, n
     return _row(name, 0, done, time.perf_counter() - started, latencies)
 
 
+def bench_raw_parallel(provider: OnnxProvider, texts: list[str], size: int, total: int, name: str) -> Row:
+    """The provider called from `provider.concurrency` threads at once, `size` texts per call:
+    what its parallel sessions give with no service in front (p50/p95 per call)."""
+    workers = provider.concurrency
+    share = total // workers
+    latencies: list[float] = []
+
+    def worker(k: int) -> int:
+        done = 0
+        while done < share:
+            start = (k * share + done) % len(texts)
+            chunk = texts[start : start + size]
+            t0 = time.perf_counter()
+            provider.embed(provider.prepare(chunk))
+            latencies.append(time.perf_counter() - t0)
+            done += len(chunk)
+        return done
+
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(worker, range(workers)))  # warm up every session on this shape
+        latencies.clear()
+        started = time.perf_counter()
+        done = sum(pool.map(worker, range(workers)))
+    return _row(name, 0, done, time.perf_counter() - started, latencies)
+
+
 async def _load(address: str, texts: list[str], clients: int, calls: int) -> tuple[int, float, list[float]]:
     """`clients` concurrent callers on one channel share `calls` single-text Embed calls."""
     client = EmbedderClient(address)
@@ -106,6 +134,7 @@ class Report:
     rows: list[Row]
     raw_best: Row
     raw_batch1: Row
+    raw_parallel: Row  # the provider with the service's parallel sessions, at the best batch size
     batched: Row  # service, batching, short texts, N clients
     unbatched: Row  # service, no batching, short texts, N clients
     single: Row  # service, batching, short texts, 1 client
@@ -115,6 +144,10 @@ class Report:
     @property
     def ratio_batched_vs_raw(self) -> float:
         return self.batched.texts_per_s / self.raw_best.texts_per_s
+
+    @property
+    def ratio_batched_vs_raw_parallel(self) -> float:
+        return self.batched.texts_per_s / self.raw_parallel.texts_per_s
 
     @property
     def ratio_batched_vs_unbatched(self) -> float:
@@ -129,6 +162,8 @@ class Report:
             "rows": [asdict(r) for r in self.rows],
             "raw_best": asdict(self.raw_best),
             "ratio_b32_over_a": self.ratio_batched_vs_raw,
+            "raw_parallel": asdict(self.raw_parallel),
+            "ratio_b32_over_raw_parallel": self.ratio_batched_vs_raw_parallel,
             "ratio_b32_over_c32": self.ratio_batched_vs_unbatched,
             "single_client_p50_minus_raw_batch1_p50_ms": self.single_client_overhead_ms,
             "load_average_before": self.load_before,
@@ -161,6 +196,16 @@ def run(
         intra_op_threads=0,
         inter_op_threads=0,
     )
+    workers = default_workers()
+    parallel = OnnxProvider.from_settings(
+        None,
+        work / "models",
+        max_tokens=256,
+        quantization=quantization,
+        intra_op_threads=0,
+        inter_op_threads=0,
+        workers=workers,
+    )
     settings = {"embedding_quantization": quantization}
     batching = start_embedder(work, logs / "batching.log", **settings)
     unbatched = start_embedder(work, logs / "no-batching.log", embed_max_batch_size=1, **settings)
@@ -168,6 +213,11 @@ def run(
     for size in RAW_BATCHES:
         name = f"(a) raw, short, batch {size}"
         scenarios.append((f"a-short-{size}", partial(bench_raw, provider, short, size, n(800), name)))
+    for size in RAW_BATCHES[1:]:
+        name = f"(a2) raw, {workers} sessions side by side, short, batch {size}"
+        scenarios.append(
+            (f"a2-short-{size}", partial(bench_raw_parallel, parallel, short, size, n(1600), name))
+        )
     for size in (1, 8, 32):
         name = f"raw, ~100 words, batch {size}"
         scenarios.append((f"a-long-{size}", partial(bench_raw, provider, long, size, n(240), name)))
@@ -196,6 +246,7 @@ def run(
         rows=list(best.values()),
         raw_best=max(raw_short, key=lambda r: r.texts_per_s),
         raw_batch1=best["a-short-1"],
+        raw_parallel=max((best[f"a2-short-{s}"] for s in RAW_BATCHES[1:]), key=lambda r: r.texts_per_s),
         batched=best[f"b-{clients}"],
         unbatched=best[f"c-{clients}"],
         single=best["b-1"],
@@ -218,6 +269,8 @@ def format_report(report: Report) -> str:
         "",
         f"- b{c}/a (service with {c} clients / raw at its best batch size, {report.raw_best.name}): "
         f"{report.ratio_batched_vs_raw:.2f} (target >= 0.85)",
+        f"- b{c}/a2 (the same against raw with the service's parallel sessions, {report.raw_parallel.name}): "
+        f"{report.ratio_batched_vs_raw_parallel:.2f}",
         f"- b{c}/c{c} (batching / no batching): {report.ratio_batched_vs_unbatched:.2f}x (target >= 1.5x)",
         f"- single-client p50 - raw batch-1 p50: {report.single_client_overhead_ms:+.2f} ms (target <= 2 ms)",
     ]

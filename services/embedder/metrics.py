@@ -14,6 +14,11 @@ BATCH_TOKENS = Histogram(
 )
 QUEUE_WAIT = Histogram("hm_embed_queue_wait_seconds", "Time a text waited for its batch", buckets=_SECONDS)
 INFERENCE = Histogram("hm_embed_inference_seconds", "Provider time per batch", buckets=_SECONDS)
+SESSION_BATCHES = Counter(
+    "hm_embed_session_batches_total",
+    "Batches run by the onnx provider, by session: wide (alone, every thread) or narrow (beside another)",
+    ["session"],
+)
 QUEUE_DEPTH = Gauge("hm_embed_queue_depth", "Texts waiting for a batch")
 CACHE_HITS = Counter("hm_embed_cache_hits_total", "Query embeddings answered from the cache")
 CACHE_MISSES = Counter("hm_embed_cache_misses_total", "Query embeddings not in the cache")

@@ -31,7 +31,7 @@ def build_provider(settings: EmbedderSettings) -> EmbeddingProvider:
         from services.embedder.openai_provider import OpenAIProvider
 
         return OpenAIProvider.from_settings(settings)
-    from services.embedder.onnx_provider import OnnxProvider
+    from services.embedder.onnx_provider import OnnxProvider, default_workers
 
     return OnnxProvider.from_settings(
         settings.embedding_model_dir,
@@ -40,6 +40,7 @@ def build_provider(settings: EmbedderSettings) -> EmbeddingProvider:
         quantization=settings.embedding_quantization,
         intra_op_threads=settings.embed_intra_op_threads,
         inter_op_threads=settings.embed_inter_op_threads,
+        workers=settings.embed_workers or default_workers(),
     )
 
 
