@@ -187,6 +187,8 @@ async def search(
             "similarity": round(h.similarity, 6),
             "score": round(h.score, 6),
             "lexical_match": h.lexical_match,
+            "entity_overlap": round(h.entity_overlap, 6),
+            "active_task": h.active_task,
         }
         for h in response.hits
     ]

@@ -67,16 +67,20 @@ class SearchStats(_message.Message):
     def __init__(self, candidates: _Optional[int] = ..., dense_candidates: _Optional[int] = ..., lexical_candidates: _Optional[int] = ..., embed_ms: _Optional[float] = ..., candidates_ms: _Optional[float] = ..., total_ms: _Optional[float] = ..., fusion: _Optional[str] = ...) -> None: ...
 
 class SearchHit(_message.Message):
-    __slots__ = ("memory", "similarity", "score", "lexical_match")
+    __slots__ = ("memory", "similarity", "score", "lexical_match", "entity_overlap", "active_task")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     SIMILARITY_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     LEXICAL_MATCH_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_TASK_FIELD_NUMBER: _ClassVar[int]
     memory: _common_pb2.Memory
     similarity: float
     score: float
     lexical_match: bool
-    def __init__(self, memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., similarity: _Optional[float] = ..., score: _Optional[float] = ..., lexical_match: _Optional[bool] = ...) -> None: ...
+    entity_overlap: float
+    active_task: bool
+    def __init__(self, memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., similarity: _Optional[float] = ..., score: _Optional[float] = ..., lexical_match: _Optional[bool] = ..., entity_overlap: _Optional[float] = ..., active_task: _Optional[bool] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
     __slots__ = ("hits", "degraded", "stats")

@@ -43,6 +43,8 @@ class Candidate:
     lex_rank: int | None = None
     relevance: float = 0.0
     context: float = 0.0
+    entity_overlap: float = 0.0  # Jaccard of the query's entities and the memory's (signals.py)
+    task_bonus: float = 0.0  # signals.TASK_BONUS when an open task is or cites this memory
     score: float = 0.0
     extras: dict = field(default_factory=dict)
 
@@ -64,6 +66,8 @@ class Weights:
     rank_decay_k: float
     neighbour: float
     thread: float
+    entity: float = 0.0
+    task: float = 0.0
 
 
 def assign_ranks(candidates: list[Candidate], have_vectors: bool) -> None:
@@ -134,6 +138,8 @@ def blend(candidates: list[Candidate], w: Weights, now: datetime | None = None) 
             w.relevance * c.context
             + w.recency * recency(row["decay_class"], row["last_accessed_at"], now)
             + w.importance * float(row["importance"]) / IMPORTANCE_SCALE
+            + w.entity * c.entity_overlap
+            + w.task * c.task_bonus
         )
 
 

@@ -18,7 +18,7 @@ from hypermnesia.embedder_client import QUERY, EmbedderClient
 from hypermnesia.errors import FailedPrecondition, InvalidArgument, Unavailable
 from hypermnesia.scopes import require
 from hypermnesia.settings import RetrievalSettings
-from services.retrieval import metrics, repo
+from services.retrieval import metrics, repo, signals
 from services.retrieval.bookkeeping import Bookkeeper
 from services.retrieval.filters import Prefilter
 from services.retrieval.scoring import (
@@ -84,15 +84,17 @@ class Searcher:
             thread=settings.context_thread_weight,
         )
         self.weights = {
+            # Seed 002's answer mode: relevance first, the active-task bonus off.
             "answer": Weights(
                 relevance=settings.score_weight_similarity,
                 recency=settings.score_weight_recency,
                 importance=settings.score_weight_importance,
+                entity=settings.score_weight_entity,
                 **common,
             ),
-            # Manager mode reconstructs "what is going on": recency and importance weigh more
-            # (seed 002's manager profile, on the signals this store has).
-            "manager": Weights(relevance=0.5, recency=0.3, importance=0.2, **common),
+            # Manager mode reconstructs "what is going on" (seed 002's manager profile): recency,
+            # entities and open tasks weigh more, relevance less.
+            "manager": Weights(relevance=0.4, recency=0.25, importance=0.1, entity=0.15, task=0.15, **common),
         }
         self.bookkeeper = Bookkeeper(pool)
 
@@ -175,6 +177,11 @@ class Searcher:
         have_vectors = vector is not None
         fuse(candidates, fusion, weights, have_vectors)
         add_context(candidates, weights)
+        stages["score_ms"] = (time.perf_counter() - t) * 1000
+        t = time.perf_counter()
+        await self._structural_signals(q, candidates, weights)
+        stages["signals_ms"] = (time.perf_counter() - t) * 1000
+        t = time.perf_counter()
         blend(candidates, weights)
         floor = self.settings.search_min_similarity if q.min_similarity is None else q.min_similarity
         cutoff = self.settings.search_relative_cutoff if q.relative_cutoff is None else q.relative_cutoff
@@ -186,7 +193,7 @@ class Searcher:
         if q.rerank and kept:
             kept = await self._rerank(q.query, kept, degraded)
         hits = kept[: q.k]
-        stages["score_ms"] = (time.perf_counter() - t) * 1000
+        stages["score_ms"] += (time.perf_counter() - t) * 1000
         stages["total_ms"] = (time.perf_counter() - started) * 1000
         metrics.SEARCH_SECONDS.observe(stages["total_ms"] / 1000)
         out = SearchOutput(
@@ -200,6 +207,21 @@ class Searcher:
         )
         self._after_search(q, out)
         return out
+
+    async def _structural_signals(self, q: SearchInput, candidates: list[Candidate], w: Weights) -> None:
+        """Entity overlap and the active-task bonus (signals.py), looked up only when weighted."""
+        ids = [c.id for c in candidates]
+        if not ids:
+            return
+        wanted = signals.query_entities(q.query) if w.entity > 0 else frozenset()
+        if wanted:
+            linked = await signals.entity_sets(self.pool, ids)
+            for c in candidates:
+                c.entity_overlap = signals.jaccard(wanted, linked.get(c.id, frozenset()))
+        if w.task > 0:
+            active = await signals.active_task_ids(self.pool, q.scopes, ids)
+            for c in candidates:
+                c.task_bonus = signals.TASK_BONUS if c.id in active else 0.0
 
     async def _rerank(self, query: str, ranked: list[Candidate], degraded: list[str]) -> list[Candidate]:
         """Re-order the fused top-N by the embedder's cross-encoder; the rest keep their order."""

@@ -72,6 +72,8 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
                     similarity=c.similarity,
                     score=c.score,
                     lexical_match=c.lexical_match,
+                    entity_overlap=c.entity_overlap,
+                    active_task=c.task_bonus > 0,
                 )
                 for c in out.hits
             ],
