@@ -153,6 +153,7 @@ async def search(
     mode: str | None = None,
     include_archived: bool = False,
     rerank: bool = False,
+    topic: str | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     validation.check_query(query)
     if scope is not None:
@@ -172,6 +173,7 @@ async def search(
         mode=mode or "",
         include_archived=include_archived,
         rerank=rerank,
+        topic=topic or "",
     )
     for name, value in (("since", since), ("until", until), ("as_of", as_of)):
         if value is not None:
@@ -189,6 +191,7 @@ async def search(
             "lexical_match": h.lexical_match,
             "entity_overlap": round(h.entity_overlap, 6),
             "active_task": h.active_task,
+            "topic_match": h.topic_match,
         }
         for h in response.hits
     ]

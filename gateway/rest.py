@@ -39,6 +39,7 @@ class SearchBody(BaseModel):
     mode: str | None = None
     include_archived: bool = False
     rerank: bool = False
+    topic: str | None = None
 
 
 def build_router() -> APIRouter:

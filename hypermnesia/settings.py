@@ -154,6 +154,8 @@ class RetrievalSettings(EmbedderClientSettings):
     score_weight_importance: Annotated[float, Field(ge=0, le=10)] = 0.03
     # Jaccard overlap of the query's entities with the memory's (seed 002's w_ent); 0 turns it off.
     score_weight_entity: Annotated[float, Field(ge=0, le=10)] = 0.05
+    # Bonus for a memory filed under the search's `topic` (seed 002's w_topic, 1.0 or 0.0).
+    score_weight_topic: Annotated[float, Field(ge=0, le=10)] = 0.10
     # Conversation context: how much a turn's best neighbour and its thread's best turn count.
     context_neighbour_weight: Annotated[float, Field(ge=0, le=10)] = 0.25
     context_thread_weight: Annotated[float, Field(ge=0, le=10)] = 0.2

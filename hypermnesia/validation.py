@@ -17,6 +17,7 @@ MAX_SCOPE_CHARS = 200
 MAX_TAGS = 50
 MAX_TAG_CHARS = 100
 MAX_TYPE_CHARS = 100
+MAX_REF_CHARS = 500  # source refs, thread and topic ids
 MAX_METADATA_BYTES = 16_384
 IMPORTANCE_RANGE = (0.0, 10.0)
 KINDS = ("core", "working", "episodic", "semantic", "procedural", "document")
@@ -117,6 +118,14 @@ def check_query(query: str) -> str:
     if "\x00" in query:
         raise InvalidArgument("query contains a NUL character; remove it")
     return query
+
+
+def check_topic(topic: str) -> str:
+    """A search's active topic: compared with the topic_id records were filed under."""
+    _check_text(topic, "topic")
+    if len(topic) > MAX_REF_CHARS or _has_control(topic):
+        raise InvalidArgument(f"topic must be at most {MAX_REF_CHARS} printable characters, like a record's topic_id")
+    return topic
 
 
 def check_k(k: int, max_k: int) -> int:

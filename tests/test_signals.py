@@ -106,3 +106,31 @@ async def test_manager_mode_favours_open_tasks_and_what_they_came_from(stack: St
         after = {r["content"]: r for r in await _search(http, query, mode="manager")}
         assert "raise the invoice_worker retry limit before Friday" not in after  # archived
         assert after[turns[1]]["active_task"] is False
+
+
+async def test_the_active_topic_lifts_memories_filed_under_it(stack: Stack) -> None:
+    records = [
+        {
+            "type": "note",
+            "content": "The retry limit of the invoice queue is five attempts",
+            "source_ref": "topic-billing",
+            "topic_id": "billing",
+        },
+        {
+            "type": "note",
+            "content": "The retry limit of the photo upload queue is five attempts",
+            "source_ref": "topic-media",
+            "topic_id": "media",
+        },
+    ]
+    async with httpx.AsyncClient(base_url=stack.base_url, headers=HEADERS) as http:
+        imported = await http.post("/records/import", json={"records": records})
+        assert imported.status_code == 200, imported.text
+        query = "what is the retry limit of the queue"
+        for topic, first in (("billing", "invoice"), ("media", "photo upload")):
+            results = [r for r in await _search(http, query, topic=topic) if "retry limit" in r["content"]]
+            assert first in results[0]["content"], (topic, [r["content"] for r in results])
+            assert [r["topic_match"] for r in results[:2]] == [True, False]
+        assert not any(r["topic_match"] for r in await _search(http, query))
+        bad = await http.post("/memories/search", json={"query": query, "topic": "a\x01b"})
+        assert bad.status_code == 400 and "topic" in bad.json()["error"]["message"]

@@ -11,7 +11,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SearchRequest(_message.Message):
-    __slots__ = ("caller", "query", "scopes", "tags", "k", "min_similarity", "relative_cutoff", "fusion", "kinds", "types", "repo", "since", "until", "as_of", "mode", "include_archived", "rerank")
+    __slots__ = ("caller", "query", "scopes", "tags", "k", "min_similarity", "relative_cutoff", "fusion", "kinds", "types", "repo", "since", "until", "as_of", "mode", "include_archived", "rerank", "topic")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     SCOPES_FIELD_NUMBER: _ClassVar[int]
@@ -29,6 +29,7 @@ class SearchRequest(_message.Message):
     MODE_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_ARCHIVED_FIELD_NUMBER: _ClassVar[int]
     RERANK_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
     caller: _common_pb2.Caller
     query: str
     scopes: _containers.RepeatedScalarFieldContainer[str]
@@ -46,7 +47,8 @@ class SearchRequest(_message.Message):
     mode: str
     include_archived: bool
     rerank: bool
-    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., query: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., tags: _Optional[_Iterable[str]] = ..., k: _Optional[int] = ..., min_similarity: _Optional[float] = ..., relative_cutoff: _Optional[float] = ..., fusion: _Optional[str] = ..., kinds: _Optional[_Iterable[str]] = ..., types: _Optional[_Iterable[str]] = ..., repo: _Optional[str] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., mode: _Optional[str] = ..., include_archived: _Optional[bool] = ..., rerank: _Optional[bool] = ...) -> None: ...
+    topic: str
+    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., query: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., tags: _Optional[_Iterable[str]] = ..., k: _Optional[int] = ..., min_similarity: _Optional[float] = ..., relative_cutoff: _Optional[float] = ..., fusion: _Optional[str] = ..., kinds: _Optional[_Iterable[str]] = ..., types: _Optional[_Iterable[str]] = ..., repo: _Optional[str] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., mode: _Optional[str] = ..., include_archived: _Optional[bool] = ..., rerank: _Optional[bool] = ..., topic: _Optional[str] = ...) -> None: ...
 
 class SearchStats(_message.Message):
     __slots__ = ("candidates", "dense_candidates", "lexical_candidates", "embed_ms", "candidates_ms", "total_ms", "fusion")
@@ -67,20 +69,22 @@ class SearchStats(_message.Message):
     def __init__(self, candidates: _Optional[int] = ..., dense_candidates: _Optional[int] = ..., lexical_candidates: _Optional[int] = ..., embed_ms: _Optional[float] = ..., candidates_ms: _Optional[float] = ..., total_ms: _Optional[float] = ..., fusion: _Optional[str] = ...) -> None: ...
 
 class SearchHit(_message.Message):
-    __slots__ = ("memory", "similarity", "score", "lexical_match", "entity_overlap", "active_task")
+    __slots__ = ("memory", "similarity", "score", "lexical_match", "entity_overlap", "active_task", "topic_match")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     SIMILARITY_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     LEXICAL_MATCH_FIELD_NUMBER: _ClassVar[int]
     ENTITY_OVERLAP_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_TASK_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_MATCH_FIELD_NUMBER: _ClassVar[int]
     memory: _common_pb2.Memory
     similarity: float
     score: float
     lexical_match: bool
     entity_overlap: float
     active_task: bool
-    def __init__(self, memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., similarity: _Optional[float] = ..., score: _Optional[float] = ..., lexical_match: _Optional[bool] = ..., entity_overlap: _Optional[float] = ..., active_task: _Optional[bool] = ...) -> None: ...
+    topic_match: bool
+    def __init__(self, memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., similarity: _Optional[float] = ..., score: _Optional[float] = ..., lexical_match: _Optional[bool] = ..., entity_overlap: _Optional[float] = ..., active_task: _Optional[bool] = ..., topic_match: _Optional[bool] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
     __slots__ = ("hits", "degraded", "stats")

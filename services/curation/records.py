@@ -31,7 +31,6 @@ RECORD_TYPES = ("conversation", "document", "state_object", "note")
 TYPE_ALIASES = {"memory": "note"}
 KIND_FOR_TYPE = {"conversation": "episodic", "document": "document", "state_object": "semantic"}
 MAX_BATCH = 5000
-MAX_REF_CHARS = 500
 
 
 @dataclass
@@ -65,8 +64,8 @@ class ImportResult:
 def _short(value: str | None, name: str, where: str) -> str | None:
     if not value:
         return None
-    if len(value) > MAX_REF_CHARS or "\x00" in value:
-        raise InvalidArgument(f"{where}{name} must be at most {MAX_REF_CHARS} characters without NUL")
+    if len(value) > validation.MAX_REF_CHARS or "\x00" in value:
+        raise InvalidArgument(f"{where}{name} must be at most {validation.MAX_REF_CHARS} characters without NUL")
     return value
 
 

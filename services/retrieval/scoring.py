@@ -45,6 +45,7 @@ class Candidate:
     context: float = 0.0
     entity_overlap: float = 0.0  # Jaccard of the query's entities and the memory's (signals.py)
     task_bonus: float = 0.0  # signals.TASK_BONUS when an open task is or cites this memory
+    topic_match: float = 0.0  # 1 when the memory is filed under the request's topic
     score: float = 0.0
     extras: dict = field(default_factory=dict)
 
@@ -68,6 +69,7 @@ class Weights:
     thread: float
     entity: float = 0.0
     task: float = 0.0
+    topic: float = 0.0
 
 
 def assign_ranks(candidates: list[Candidate], have_vectors: bool) -> None:
@@ -140,6 +142,7 @@ def blend(candidates: list[Candidate], w: Weights, now: datetime | None = None) 
             + w.importance * float(row["importance"]) / IMPORTANCE_SCALE
             + w.entity * c.entity_overlap
             + w.task * c.task_bonus
+            + w.topic * c.topic_match
         )
 
 

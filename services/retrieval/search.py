@@ -59,6 +59,7 @@ class SearchInput:
     mode: str = ""
     include_archived: bool = False
     rerank: bool = False
+    topic: str = ""
 
 
 @dataclass
@@ -90,11 +91,14 @@ class Searcher:
                 recency=settings.score_weight_recency,
                 importance=settings.score_weight_importance,
                 entity=settings.score_weight_entity,
+                topic=settings.score_weight_topic,
                 **common,
             ),
             # Manager mode reconstructs "what is going on" (seed 002's manager profile): recency,
             # entities and open tasks weigh more, relevance less.
-            "manager": Weights(relevance=0.4, recency=0.25, importance=0.1, entity=0.15, task=0.15, **common),
+            "manager": Weights(
+                relevance=0.4, recency=0.25, importance=0.1, entity=0.15, task=0.15, topic=0.2, **common
+            ),
         }
         self.bookkeeper = Bookkeeper(pool)
 
@@ -106,6 +110,8 @@ class Searcher:
         for scope in q.scopes:
             validation.check_scope(scope)
         validation.check_tags(q.tags)
+        if q.topic:
+            validation.check_topic(q.topic)
         for kind in q.kinds:
             validation.check_kind(kind)
         require(q.grants, q.scopes)
@@ -209,10 +215,14 @@ class Searcher:
         return out
 
     async def _structural_signals(self, q: SearchInput, candidates: list[Candidate], w: Weights) -> None:
-        """Entity overlap and the active-task bonus (signals.py), looked up only when weighted."""
+        """Topic match, entity overlap and the active-task bonus (signals.py); the last two are
+        looked up only when weighted."""
         ids = [c.id for c in candidates]
         if not ids:
             return
+        if q.topic and w.topic > 0:
+            for c in candidates:
+                c.topic_match = signals.topic_match(q.topic, c.row["metadata"])
         wanted = signals.query_entities(q.query) if w.entity > 0 else frozenset()
         if wanted:
             linked = await signals.entity_sets(self.pool, ids)

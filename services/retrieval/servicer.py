@@ -63,6 +63,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
                 mode=request.mode,
                 include_archived=request.include_archived,
                 rerank=request.rerank,
+                topic=request.topic,
             )
         )
         return retrieval_pb2.SearchResponse(
@@ -74,6 +75,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
                     lexical_match=c.lexical_match,
                     entity_overlap=c.entity_overlap,
                     active_task=c.task_bonus > 0,
+                    topic_match=c.topic_match > 0,
                 )
                 for c in out.hits
             ],

@@ -1,5 +1,7 @@
-"""Seed 002's two structural scoring signals beside relevance, recency and importance:
+"""Seed 002's structural scoring signals beside relevance, recency and importance:
 
+- topic match: 1 when the memory is filed under the search's active topic (a record's `topic_id`,
+  kept in the memory's metadata), else 0; a preference, not a filter;
 - entity overlap: Jaccard similarity between the entities the query names and those the memory
   is linked to in the entity index (the same deterministic extractor wrote those links);
 - active-task bonus: 0.5 for a memory an open task was derived from, and for the open task itself,
@@ -21,6 +23,11 @@ from services.retrieval.filters import LIVE
 TASK_BONUS = 0.5
 
 EntitySet = frozenset[tuple[str, str]]
+
+
+def topic_match(topic: str, metadata: object) -> float:
+    data = json.loads(metadata) if isinstance(metadata, str) else (metadata or {})
+    return 1.0 if isinstance(data, dict) and data.get("topic_id") == topic else 0.0
 
 
 def query_entities(query: str) -> EntitySet:
