@@ -52,3 +52,21 @@ def test_a_near_duplicate_is_pushed_below_distinct_hits() -> None:
     assert ranked == [original, other, copy]
     assert copy.extras["duplicate"] and "duplicate" not in other.extras
     assert copy.score == 0.85 * 0.5
+
+
+def test_rrf_relevance_is_on_the_zero_to_one_scale_of_the_other_fusions() -> None:
+    """First in both legs is 1, so the additive recency/importance/entity/topic terms weigh the
+    same whatever the fusion (unscaled RRF tops out at 2/61 and an entity term swamped it)."""
+    from services.retrieval.scoring import Weights, fuse
+
+    weights = Weights(
+        relevance=1, recency=0, importance=0, lexical_boost=0.1, rank_decay_k=5, neighbour=0, thread=0
+    )
+    both = Candidate(row={"id": uuid.uuid4()}, similarity=0.9, bm25=5.0, all_terms=True)
+    dense_only = Candidate(row={"id": uuid.uuid4()}, similarity=0.5, bm25=0.0, all_terms=False)
+    fuse([both, dense_only], "rrf", weights, have_vectors=True)
+    assert both.relevance == 1.0
+    assert abs(dense_only.relevance - (1 / 62) / (2 / 61)) < 1e-12
+    lexical = Candidate(row={"id": uuid.uuid4()}, similarity=0.0, bm25=3.0, all_terms=True)
+    fuse([lexical], "rrf", weights, have_vectors=False)
+    assert lexical.relevance == 1.0

@@ -4,7 +4,7 @@ two gates and the diversity penalty.
 Fusion modes (per request or HM_FUSION):
 - `weighted` (seed 002's blend): 0.6 * cosine + 0.4 * BM25 / max BM25 of the candidates.
 - `boost` (seed 001): cosine + a bounded bonus for a lexical match that decays with lexical rank.
-- `rrf` (seed 000): sum over the legs of 1 / (60 + rank).
+- `rrf` (seed 000): sum over the legs of 1 / (60 + rank), scaled so first in every leg is 1.
 Context: a conversation turn is read with its neighbours, so a turn whose neighbour answers the
 query, or whose thread is about it, rises (a memory with no thread is its own context).
 """
@@ -84,8 +84,12 @@ def fuse(candidates: list[Candidate], mode: str, w: Weights, have_vectors: bool)
     """Set each candidate's relevance according to the fusion mode."""
     assign_ranks(candidates, have_vectors)
     if mode == "rrf":
+        # Scaled so first in every leg is 1: relevance is then on the 0-1 scale of the other
+        # fusions, and the recency, importance, entity and topic terms weigh the same in each.
+        best = (2.0 if have_vectors else 1.0) / (RRF_K + 1)
         for c in candidates:
-            c.relevance = sum(1.0 / (RRF_K + r + 1) for r in (c.dense_rank, c.lex_rank) if r is not None)
+            rrf = sum(1.0 / (RRF_K + r + 1) for r in (c.dense_rank, c.lex_rank) if r is not None)
+            c.relevance = rrf / best
     elif mode == "weighted":
         top = max((c.bm25 for c in candidates), default=0.0) or 1.0
         share = WEIGHTED_DENSE_SHARE if have_vectors else 0.0
