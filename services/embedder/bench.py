@@ -188,16 +188,10 @@ def run(
     def n(base: int) -> int:
         return max(clients, int(base * scale))
 
-    provider = OnnxProvider.from_settings(
-        None,
-        work / "models",
-        max_tokens=256,
-        quantization=quantization,
-        intra_op_threads=0,
-        inter_op_threads=0,
-    )
+    # As the service builds it. Called one batch at a time (a), every call runs on the session
+    # with every thread; called from `workers` threads at once (a2), on the narrow sessions.
     workers = default_workers()
-    parallel = OnnxProvider.from_settings(
+    provider = OnnxProvider.from_settings(
         None,
         work / "models",
         max_tokens=256,
@@ -216,7 +210,7 @@ def run(
     for size in RAW_BATCHES[1:]:
         name = f"(a2) raw, {workers} sessions side by side, short, batch {size}"
         scenarios.append(
-            (f"a2-short-{size}", partial(bench_raw_parallel, parallel, short, size, n(1600), name))
+            (f"a2-short-{size}", partial(bench_raw_parallel, provider, short, size, n(1600), name))
         )
     for size in (1, 8, 32):
         name = f"raw, ~100 words, batch {size}"

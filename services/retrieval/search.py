@@ -94,10 +94,11 @@ class Searcher:
                 topic=settings.score_weight_topic,
                 **common,
             ),
-            # Manager mode reconstructs "what is going on" (seed 002's manager profile): recency,
-            # entities and open tasks weigh more, relevance less.
+            # Manager mode reconstructs "what is going on": seed 002's manager profile, whose
+            # relevance is its reduced semantic weight (0.15) plus its keyword weight (0.20); recency,
+            # entities, open tasks and the topic weigh more.
             "manager": Weights(
-                relevance=0.4, recency=0.25, importance=0.1, entity=0.15, task=0.15, topic=0.2, **common
+                relevance=0.35, recency=0.25, importance=0.1, entity=0.15, task=0.15, topic=0.2, **common
             ),
         }
         self.bookkeeper = Bookkeeper(pool)
