@@ -97,7 +97,8 @@ def build_mcp(
         relative_cutoff: float | None = None,
     ) -> list[dict[str, Any]]:
         """Recall memories by meaning (hybrid semantic + keyword). Each result carries `similarity`
-        (cosine 0-1) and the blended `score`. Searches this project plus shared scopes by default."""
+        (cosine 0-1), the blended `score` and the signals in it (`entity_overlap`, `active_task`,
+        `topic_match`). Searches this project plus shared scopes by default."""
 
         async def go() -> list[dict[str, Any]]:
             results, degraded = await operations.search(
