@@ -1,12 +1,12 @@
 """`hypermnesia bench embedder`: what the service adds on top of raw onnxruntime.
 
 One run measures (a) the provider in-process (tokenize + session.run, no service) at several
-batch sizes, one call at a time, (a2) the same provider with the service's parallel sessions,
-called from as many threads at once (what the service can reach at best), (b) the service over loopback gRPC under 1 client and under N concurrent clients
-each sending one short text per call, (c) the same with batching disabled, (d) the same with
-~100-word texts. The services are real `hypermnesia serve embedder` child processes; clients
-share one channel in this process, so on a small machine they compete with the server for
-cores exactly as co-located callers would.
+batch sizes, one call at a time, (a2) the same provider called from as many threads at once as
+it has parallel sessions (the most the service can reach), (b) the service over loopback gRPC
+under 1 client and under N concurrent clients each sending one short text per call, (c) the same
+with batching disabled, (d) the same with ~100-word texts. The services are real
+`hypermnesia serve embedder` child processes; clients share one channel in this process, so on a
+small machine they compete with the server for cores exactly as co-located callers would.
 
 Every scenario runs once per round, rounds interleaved, and the best round of each is kept:
 on a shared machine a burst of someone else's work then hurts one round, not one scenario.

@@ -7,8 +7,8 @@
 - active-task bonus: 0.5 for a memory an open task was derived from, and for the open task itself,
   so ongoing work surfaces first (manager mode; answer mode turns it off, as seed 002 does).
 
-Each costs one indexed lookup over the candidates, and only when its weight is on (and, for
-entities, when the query names one)."""
+The topic is read from the candidate rows; entities and tasks each cost one indexed lookup, made
+only when their weight is on (and, for entities, when the query names one)."""
 
 from __future__ import annotations
 
