@@ -7,7 +7,8 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
-from services.curation import chunker, entities, payloads, tasks
+from hypermnesia.entities import extract
+from services.curation import chunker, payloads, tasks
 from services.curation.ingest import walk_markdown
 from services.curation.writer import new_memory
 
@@ -15,7 +16,7 @@ from services.curation.writer import new_memory
 def test_entities_are_extracted_deterministically() -> None:
     text = ("Alice Smith asked @bob to fix ABC-123 in services/curation/writer.py; see "
             "https://example.com/docs/a.html and call `parse_id` or MemoryWriter.save() via run_async.")
-    found = entities.extract(text)
+    found = extract(text)
     assert ("url", "https://example.com/docs/a.html") in found
     assert ("path", "services/curation/writer.py") in found
     assert ("handle", "@bob") in found
@@ -23,8 +24,8 @@ def test_entities_are_extracted_deterministically() -> None:
     assert ("identifier", "parse_id") in found and ("identifier", "run_async") in found
     assert ("identifier", "MemoryWriter.save()") in found
     assert ("name", "Alice Smith") in found
-    assert entities.extract(text) == found  # deterministic
-    assert not any(name in ("The", "See") for _, name in entities.extract("The cat. See the dog."))
+    assert extract(text) == found  # deterministic
+    assert not any(name in ("The", "See") for _, name in extract("The cat. See the dog."))
 
 
 def test_task_patterns_and_confidence_formula() -> None:

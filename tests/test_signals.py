@@ -1,6 +1,6 @@
 """Seed 002's structural scoring signals on the real stack: entity overlap between the query and a
-memory's entity links, and manager mode's active-task bonus (off in answer mode), which ends when
-the task is dismissed."""
+memory's entity links, manager mode's active-task bonus (off in answer mode), which ends when the
+task is dismissed, and the topic match, which follows the search's topic."""
 
 from __future__ import annotations
 

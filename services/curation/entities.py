@@ -8,9 +8,7 @@ from datetime import datetime
 
 import asyncpg
 
-from hypermnesia.entities import MAX_ENTITIES, extract
-
-__all__ = ["MAX_ENTITIES", "extract", "link", "link_many"]
+from hypermnesia.entities import extract
 
 
 async def link(

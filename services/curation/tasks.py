@@ -21,9 +21,10 @@ from typing import Any
 
 import asyncpg
 
+from hypermnesia.entities import extract
 from hypermnesia.errors import FailedPrecondition, InvalidArgument, NotFound
 from hypermnesia.scopes import permits
-from services.curation import entities, payloads, rawlog, repo
+from services.curation import payloads, rawlog, repo
 from services.curation.writer import new_memory
 
 MEDIUM, HIGH = 0.70, 0.85
@@ -80,7 +81,7 @@ def find(text: str) -> list[tuple[str, float]]:
 
 
 def score(task: str, signal: float, known: set[tuple[str, str]], recent_turns: list[str]) -> Candidate:
-    found = entities.extract(task)
+    found = extract(task)
     # Seed 002: "does the task reference known project entities? (boosted if yes)".
     density = 1.0 if any(e in known for e in found) else 0.0
     words = set(_WORD.findall(task.lower()))
@@ -97,7 +98,7 @@ def score(task: str, signal: float, known: set[tuple[str, str]], recent_turns: l
 async def known_entities(conn: asyncpg.Connection, scope: str, texts: list[str]) -> set[tuple[str, str]]:
     """Which of the entities the candidate task phrases in `texts` mention the scope already knows
     (looked up by name, so a scope with a large index costs no more than a small one)."""
-    wanted = {e for text in texts for task, _ in find(text) for e in entities.extract(task)}
+    wanted = {e for text in texts for task, _ in find(text) for e in extract(task)}
     if not wanted:
         return set()
     rows = await conn.fetch(
@@ -118,7 +119,7 @@ def candidates_for(
     mentions: dict[str, Counter[tuple[str, str]]] = {}
     extracted = {}
     for index, scope, _, content in turns:
-        extracted[index] = set(entities.extract(content))
+        extracted[index] = set(extract(content))
         mentions.setdefault(scope, Counter()).update(extracted[index])
     by_thread: dict[tuple[str, str], list[str]] = {}
     out: list[tuple[int, Candidate]] = []

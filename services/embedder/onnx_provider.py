@@ -88,6 +88,8 @@ class OnnxProvider:
                 )
         self._in_flight = 0
         self._lock = threading.Lock()
+        self._wide_batches = metrics.SESSION_BATCHES.labels("wide")
+        self._narrow_batches = metrics.SESSION_BATCHES.labels("narrow")
         self._wants_types = any(i.name == "token_type_ids" for i in self.session.get_inputs())
         probe = self.embed(self.prepare([""]))
         self.info = ProviderInfo(
@@ -145,10 +147,10 @@ class OnnxProvider:
             self._in_flight += 1
         try:
             if alone or self.concurrency == 1:
-                metrics.SESSION_BATCHES.labels("wide").inc()
+                self._wide_batches.inc()
                 (vectors,) = self.session.run(["embeddings"], feeds)
             else:
-                metrics.SESSION_BATCHES.labels("narrow").inc()
+                self._narrow_batches.inc()
                 session = self._narrow.get()  # never waits when callers respect `concurrency`
                 try:
                     (vectors,) = session.run(["embeddings"], feeds)
