@@ -10,6 +10,8 @@ small machine they compete with the server for cores exactly as co-located calle
 
 Every scenario runs once per round, rounds interleaved, and the best round of each is kept:
 on a shared machine a burst of someone else's work then hurts one round, not one scenario.
+The single-client overhead is judged on paired rows, a raw batch-1 call and a service call
+alternating, because this machine's speed moves by more than the 2 ms judged between rounds.
 """
 
 from __future__ import annotations
@@ -129,6 +131,39 @@ def bench_service(proc: EmbedderProcess, texts: list[str], clients: int, calls: 
     return _row(name, clients, count, elapsed, latencies)
 
 
+async def _paired(provider: OnnxProvider, address: str, texts: list[str], calls: int) -> tuple[Row, Row]:
+    client = EmbedderClient(address)
+    try:
+        await client.wait_for_info(60)
+        raw: list[float] = []
+        served: list[float] = []
+        for i in range(calls + 10):  # the first 10 of each warm up
+            text = texts[(2 * i) % len(texts)]
+            t0 = time.perf_counter()
+            provider.embed(provider.prepare([text]))
+            t1 = time.perf_counter()
+            await client.embed([texts[(2 * i + 1) % len(texts)]], DOCUMENT, 60)
+            t2 = time.perf_counter()
+            if i >= 10:
+                raw.append(t1 - t0)
+                served.append(t2 - t1)
+        return (
+            _row("(a) raw, short, batch 1, paired", 0, calls, sum(raw), raw),
+            _row("(b) service, short, paired", 1, calls, sum(served), served),
+        )
+    finally:
+        await client.close()
+
+
+def bench_single_paired(
+    provider: OnnxProvider, proc: EmbedderProcess, texts: list[str], calls: int
+) -> tuple[Row, Row]:
+    """One raw batch-1 call, then one single-text call to the service, alternating: the two
+    latencies are taken on the same machine at the same moment, which a noisy shared machine
+    otherwise does not allow (its speed moves by more than the 2 ms being judged)."""
+    return asyncio.run(_paired(provider, proc.address, texts, calls))
+
+
 @dataclass
 class Report:
     rows: list[Row]
@@ -137,7 +172,8 @@ class Report:
     raw_parallel: Row  # the provider with the service's parallel sessions, at the best batch size
     batched: Row  # service, batching, short texts, N clients
     unbatched: Row  # service, no batching, short texts, N clients
-    single: Row  # service, batching, short texts, 1 client
+    single: Row  # service, batching, short texts, 1 client, call by call beside...
+    single_raw: Row  # ...a raw batch-1 call
     load_before: tuple[float, float, float]  # os.getloadavg(): was the machine shared?
     load_after: tuple[float, float, float]
 
@@ -155,7 +191,7 @@ class Report:
 
     @property
     def single_client_overhead_ms(self) -> float:
-        return self.single.p50_ms - self.raw_batch1.p50_ms
+        return self.single.p50_ms - self.single_raw.p50_ms
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -203,7 +239,7 @@ def run(
     settings = {"embedding_quantization": quantization}
     batching = start_embedder(work, logs / "batching.log", **settings)
     unbatched = start_embedder(work, logs / "no-batching.log", embed_max_batch_size=1, **settings)
-    scenarios: list[tuple[str, Callable[[], Row]]] = []
+    scenarios: list[tuple[str, Callable[[], Row | tuple[Row, Row]]]] = []
     for size in RAW_BATCHES:
         name = f"(a) raw, short, batch {size}"
         scenarios.append((f"a-short-{size}", partial(bench_raw, provider, short, size, n(800), name)))
@@ -215,6 +251,7 @@ def run(
     for size in (1, 8, 32):
         name = f"raw, ~100 words, batch {size}"
         scenarios.append((f"a-long-{size}", partial(bench_raw, provider, long, size, n(240), name)))
+    scenarios.append(("b-1-paired", partial(bench_single_paired, provider, batching, short, n(400))))
     for c, calls in ((1, 400), (clients, 3000)):
         name = "(b) service, short"
         scenarios.append((f"b-{c}", partial(bench_service, batching, short, c, n(calls), name)))
@@ -227,23 +264,29 @@ def run(
         batching.wait_ready()
         unbatched.wait_ready()
         best: dict[str, Row] = {}
+        paired: tuple[Row, Row] | None = None
         for _ in range(rounds):
             for key, measure in scenarios:
                 row = measure()
-                if key not in best or row.texts_per_s > best[key].texts_per_s:
+                if isinstance(row, tuple):  # the paired single-client rows: the calmest round
+                    if paired is None or row[0].p50_ms < paired[0].p50_ms:
+                        paired = row
+                elif key not in best or row.texts_per_s > best[key].texts_per_s:
                     best[key] = row
     finally:
         batching.stop()
         unbatched.stop()
     raw_short = [best[f"a-short-{s}"] for s in RAW_BATCHES]
+    assert paired is not None
     return Report(
-        rows=list(best.values()),
+        rows=[*best.values(), *paired],
         raw_best=max(raw_short, key=lambda r: r.texts_per_s),
         raw_batch1=best["a-short-1"],
         raw_parallel=max((best[f"a2-short-{s}"] for s in RAW_BATCHES[1:]), key=lambda r: r.texts_per_s),
         batched=best[f"b-{clients}"],
         unbatched=best[f"c-{clients}"],
-        single=best["b-1"],
+        single=paired[1],
+        single_raw=paired[0],
         load_before=load_before,
         load_after=os.getloadavg(),
     )
@@ -266,6 +309,7 @@ def format_report(report: Report) -> str:
         f"- b{c}/a2 (the same against raw with the service's parallel sessions, {report.raw_parallel.name}): "
         f"{report.ratio_batched_vs_raw_parallel:.2f}",
         f"- b{c}/c{c} (batching / no batching): {report.ratio_batched_vs_unbatched:.2f}x (target >= 1.5x)",
-        f"- single-client p50 - raw batch-1 p50: {report.single_client_overhead_ms:+.2f} ms (target <= 2 ms)",
+        f"- single-client p50 - raw batch-1 p50, call by call (the paired rows): "
+        f"{report.single_client_overhead_ms:+.2f} ms (target <= 2 ms)",
     ]
     return "\n".join(lines)
