@@ -95,10 +95,13 @@ def build_mcp(
         k: int = operations.DEFAULT_K,
         min_similarity: float | None = None,
         relative_cutoff: float | None = None,
+        topic: str | None = None,
+        topic_only: bool = False,
     ) -> list[dict[str, Any]]:
         """Recall memories by meaning (hybrid semantic + keyword). Each result carries `similarity`
         (cosine 0-1), the blended `score` and the signals in it (`entity_overlap`, `active_task`,
-        `topic_match`). Searches this project plus shared scopes by default."""
+        `topic_match`). Searches this project plus shared scopes by default. `topic` prefers
+        memories filed under that topic; with `topic_only` it returns only those."""
 
         async def go() -> list[dict[str, Any]]:
             results, degraded = await operations.search(
@@ -110,6 +113,8 @@ def build_mcp(
                 k=k,
                 min_similarity=min_similarity,
                 relative_cutoff=relative_cutoff,
+                topic=topic,
+                topic_only=topic_only,
             )
             if degraded:
                 # Never silently half-answer: say what was missing in every result.

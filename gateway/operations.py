@@ -154,6 +154,7 @@ async def search(
     include_archived: bool = False,
     rerank: bool = False,
     topic: str | None = None,
+    topic_only: bool = False,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     validation.check_query(query)
     if scope is not None:
@@ -174,6 +175,7 @@ async def search(
         include_archived=include_archived,
         rerank=rerank,
         topic=topic or "",
+        topic_only=topic_only,
     )
     for name, value in (("since", since), ("until", until), ("as_of", as_of)):
         if value is not None:

@@ -40,6 +40,7 @@ class SearchBody(BaseModel):
     include_archived: bool = False
     rerank: bool = False
     topic: str | None = None
+    topic_only: bool = False
 
 
 def build_router() -> APIRouter:

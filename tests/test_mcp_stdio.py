@@ -47,6 +47,8 @@ async def test_stdio_session_saves_and_searches_in_its_project(stack: Stack) -> 
         assert saved["memory"]["owner_id"] == "alice"
         found = tool_json(await client.call_tool("memory_search", {"query": "how is the media share exported?"}))
         assert found and found[0]["id"] == saved["memory"]["id"]
+        elsewhere = {"query": "how is the media share exported?", "topic": "no-such-topic", "topic_only": True}
+        assert tool_json(await client.call_tool("memory_search", elsewhere)) == []
         bad = await client.call_tool("memory_search", {"query": "anything", "k": 0})
         assert bad.is_error and "k must be between 1 and 100" in bad.content[0].text
 

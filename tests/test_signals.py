@@ -134,3 +134,37 @@ async def test_the_active_topic_lifts_memories_filed_under_it(stack: Stack) -> N
         assert not any(r["topic_match"] for r in await _search(http, query))
         bad = await http.post("/memories/search", json={"query": query, "topic": "a\x01b"})
         assert bad.status_code == 400 and "topic" in bad.json()["error"]["message"]
+
+
+async def test_topic_only_restricts_the_search_to_the_topic(stack: Stack) -> None:
+    records = [
+        {
+            "type": "note",
+            "content": "Deploys of the ledger service wait for the nightly reconciliation",
+            "source_ref": "filter-ledger",
+            "topic_id": "ledger",
+        },
+        {
+            "type": "note",
+            "content": "Deploys of the thumbnail service wait for the nightly cache purge",
+            "source_ref": "filter-thumbnails",
+            "topic_id": "thumbnails",
+        },
+        {"type": "note", "content": "Deploys of the search service wait for nothing", "source_ref": "filter-none"},
+    ]
+    async with httpx.AsyncClient(base_url=stack.base_url, headers=HEADERS) as http:
+        imported = await http.post("/records/import", json={"records": records})
+        assert imported.status_code == 200, imported.text
+        query = "when do deploys of the service wait"
+        everything = [r["content"] for r in await _search(http, query)]
+        assert sum("Deploys of the" in c for c in everything) == 3
+        only = await _search(http, query, topic="ledger", topic_only=True)
+        assert [r["content"] for r in only] == [records[0]["content"]]
+        assert only[0]["topic_match"] is True
+        # Without topic_only the topic is a preference: the ledger note passes its twin, and the
+        # others are still found.
+        preferred = [r["content"] for r in await _search(http, query, topic="ledger")]
+        assert len(preferred) == len(everything)
+        assert preferred.index(records[0]["content"]) < preferred.index(records[1]["content"])
+        bad = await http.post("/memories/search", json={"query": query, "topic_only": True})
+        assert bad.status_code == 400 and "topic_only needs a topic" in bad.json()["error"]["message"]

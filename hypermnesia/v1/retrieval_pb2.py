@@ -26,7 +26,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from hypermnesia.v1 import common_pb2 as hypermnesia_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ehypermnesia/v1/retrieval.proto\x12\x0ehypermnesia.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bhypermnesia/v1/common.proto\"\xd5\x03\n\rSearchRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12\r\n\x05query\x18\x02 \x01(\t\x12\x0e\n\x06scopes\x18\x03 \x03(\t\x12\x0c\n\x04tags\x18\x04 \x03(\t\x12\t\n\x01k\x18\x05 \x01(\x05\x12\x1b\n\x0emin_similarity\x18\x06 \x01(\x01H\x00\x88\x01\x01\x12\x1c\n\x0frelative_cutoff\x18\x07 \x01(\x01H\x01\x88\x01\x01\x12\x0e\n\x06\x66usion\x18\x08 \x01(\t\x12\r\n\x05kinds\x18\t \x03(\t\x12\r\n\x05types\x18\n \x03(\t\x12\x0c\n\x04repo\x18\x0b \x01(\t\x12)\n\x05since\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x05until\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x05\x61s_of\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0c\n\x04mode\x18\x0f \x01(\t\x12\x18\n\x10include_archived\x18\x10 \x01(\x08\x12\x0e\n\x06rerank\x18\x11 \x01(\x08\x12\r\n\x05topic\x18\x12 \x01(\tB\x11\n\x0f_min_similarityB\x12\n\x10_relative_cutoff\"\xa2\x01\n\x0bSearchStats\x12\x12\n\ncandidates\x18\x01 \x01(\x05\x12\x18\n\x10\x64\x65nse_candidates\x18\x02 \x01(\x05\x12\x1a\n\x12lexical_candidates\x18\x03 \x01(\x05\x12\x10\n\x08\x65mbed_ms\x18\x04 \x01(\x01\x12\x15\n\rcandidates_ms\x18\x05 \x01(\x01\x12\x10\n\x08total_ms\x18\x06 \x01(\x01\x12\x0e\n\x06\x66usion\x18\x07 \x01(\t\"\xaf\x01\n\tSearchHit\x12&\n\x06memory\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Memory\x12\x12\n\nsimilarity\x18\x02 \x01(\x01\x12\r\n\x05score\x18\x03 \x01(\x01\x12\x15\n\rlexical_match\x18\x04 \x01(\x08\x12\x16\n\x0e\x65ntity_overlap\x18\x05 \x01(\x01\x12\x13\n\x0b\x61\x63tive_task\x18\x06 \x01(\x08\x12\x13\n\x0btopic_match\x18\x07 \x01(\x08\"w\n\x0eSearchResponse\x12\'\n\x04hits\x18\x01 \x03(\x0b\x32\x19.hypermnesia.v1.SearchHit\x12\x10\n\x08\x64\x65graded\x18\x02 \x03(\t\x12*\n\x05stats\x18\x03 \x01(\x0b\x32\x1b.hypermnesia.v1.SearchStats\"@\n\nGetRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12\n\n\x02id\x18\x02 \x01(\t\"\xe3\x01\n\x0bListRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12\x0e\n\x06scopes\x18\x02 \x03(\t\x12\x0c\n\x04tags\x18\x03 \x03(\t\x12\r\n\x05limit\x18\x04 \x01(\x05\x12\x0e\n\x06offset\x18\x05 \x01(\x05\x12\x18\n\x10include_archived\x18\x06 \x01(\x08\x12\x0c\n\x04\x66ull\x18\x07 \x01(\x08\x12\r\n\x05kinds\x18\x08 \x03(\t\x12\r\n\x05types\x18\t \x03(\t\x12)\n\x05\x61s_of\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"G\n\x0cListResponse\x12(\n\x08memories\x18\x01 \x03(\x0b\x32\x16.hypermnesia.v1.Memory\x12\r\n\x05total\x18\x02 \x01(\x05\";\n\x0fLineageResponse\x12(\n\x08memories\x18\x01 \x03(\x0b\x32\x16.hypermnesia.v1.Memory\"T\n\x0cStatsRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12\x0e\n\x06scopes\x18\x02 \x03(\t\x12\x0c\n\x04\x64\x61ys\x18\x03 \x01(\x05\"O\n\nScopeCount\x12\r\n\x05scope\x18\x01 \x01(\t\x12\x0c\n\x04live\x18\x02 \x01(\x03\x12\x10\n\x08\x61rchived\x18\x03 \x01(\x03\x12\x12\n\nsuperseded\x18\x04 \x01(\x03\"\xf6\x01\n\rStatsResponse\x12*\n\x06scopes\x18\x01 \x03(\x0b\x32\x1a.hypermnesia.v1.ScopeCount\x12\x0c\n\x04\x64\x61ys\x18\x02 \x01(\x05\x12\x10\n\x08searches\x18\x03 \x01(\x03\x12\x12\n\nempty_rate\x18\x04 \x01(\x01\x12\x10\n\x08\x61vg_hits\x18\x05 \x01(\x01\x12\x15\n\ravg_top_score\x18\x06 \x01(\x01\x12\x0e\n\x06p50_ms\x18\x07 \x01(\x01\x12\x0e\n\x06p95_ms\x18\x08 \x01(\x01\x12\x0e\n\x06p99_ms\x18\t \x01(\x01\x12\x15\n\rdegraded_rate\x18\n \x01(\x01\x12\x15\n\rrecent_misses\x18\x0b \x03(\t\"\x82\x02\n\x0e\x43ontextRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12\x0e\n\x06scopes\x18\x02 \x03(\t\x12\r\n\x05query\x18\x03 \x01(\t\x12\x0c\n\x04path\x18\x04 \x01(\t\x12\x0c\n\x04repo\x18\x05 \x01(\t\x12\x0c\n\x04mode\x18\x06 \x01(\t\x12\x11\n\tthread_id\x18\x07 \x01(\t\x12<\n\x07\x62udgets\x18\x08 \x03(\x0b\x32+.hypermnesia.v1.ContextRequest.BudgetsEntry\x1a.\n\x0c\x42udgetsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"n\n\x0c\x43ontextLayer\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x0e\n\x06tokens\x18\x03 \x01(\x05\x12\x0e\n\x06\x62udget\x18\x04 \x01(\x05\x12\x11\n\tcited_ids\x18\x05 \x03(\t\x12\x0f\n\x07\x64ropped\x18\x06 \x01(\x05\"\x8a\x01\n\x0f\x43ontextResponse\x12,\n\x06layers\x18\x01 \x03(\x0b\x32\x1c.hypermnesia.v1.ContextLayer\x12\x14\n\x0ctotal_tokens\x18\x02 \x01(\x05\x12\x0c\n\x04mode\x18\x03 \x01(\t\x12\x13\n\x0bmode_reason\x18\x04 \x01(\t\x12\x10\n\x08\x64\x65graded\x18\x05 \x03(\t2\xb4\x03\n\tRetrieval\x12G\n\x06Search\x12\x1d.hypermnesia.v1.SearchRequest\x1a\x1e.hypermnesia.v1.SearchResponse\x12\x39\n\x03Get\x12\x1a.hypermnesia.v1.GetRequest\x1a\x16.hypermnesia.v1.Memory\x12\x41\n\x04List\x12\x1b.hypermnesia.v1.ListRequest\x1a\x1c.hypermnesia.v1.ListResponse\x12\x46\n\x07Lineage\x12\x1a.hypermnesia.v1.GetRequest\x1a\x1f.hypermnesia.v1.LineageResponse\x12\x44\n\x05Stats\x12\x1c.hypermnesia.v1.StatsRequest\x1a\x1d.hypermnesia.v1.StatsResponse\x12R\n\x0f\x41ssembleContext\x12\x1e.hypermnesia.v1.ContextRequest\x1a\x1f.hypermnesia.v1.ContextResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ehypermnesia/v1/retrieval.proto\x12\x0ehypermnesia.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bhypermnesia/v1/common.proto\"\xe9\x03\n\rSearchRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12\r\n\x05query\x18\x02 \x01(\t\x12\x0e\n\x06scopes\x18\x03 \x03(\t\x12\x0c\n\x04tags\x18\x04 \x03(\t\x12\t\n\x01k\x18\x05 \x01(\x05\x12\x1b\n\x0emin_similarity\x18\x06 \x01(\x01H\x00\x88\x01\x01\x12\x1c\n\x0frelative_cutoff\x18\x07 \x01(\x01H\x01\x88\x01\x01\x12\x0e\n\x06\x66usion\x18\x08 \x01(\t\x12\r\n\x05kinds\x18\t \x03(\t\x12\r\n\x05types\x18\n \x03(\t\x12\x0c\n\x04repo\x18\x0b \x01(\t\x12)\n\x05since\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x05until\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x05\x61s_of\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0c\n\x04mode\x18\x0f \x01(\t\x12\x18\n\x10include_archived\x18\x10 \x01(\x08\x12\x0e\n\x06rerank\x18\x11 \x01(\x08\x12\r\n\x05topic\x18\x12 \x01(\t\x12\x12\n\ntopic_only\x18\x13 \x01(\x08\x42\x11\n\x0f_min_similarityB\x12\n\x10_relative_cutoff\"\xa2\x01\n\x0bSearchStats\x12\x12\n\ncandidates\x18\x01 \x01(\x05\x12\x18\n\x10\x64\x65nse_candidates\x18\x02 \x01(\x05\x12\x1a\n\x12lexical_candidates\x18\x03 \x01(\x05\x12\x10\n\x08\x65mbed_ms\x18\x04 \x01(\x01\x12\x15\n\rcandidates_ms\x18\x05 \x01(\x01\x12\x10\n\x08total_ms\x18\x06 \x01(\x01\x12\x0e\n\x06\x66usion\x18\x07 \x01(\t\"\xaf\x01\n\tSearchHit\x12&\n\x06memory\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Memory\x12\x12\n\nsimilarity\x18\x02 \x01(\x01\x12\r\n\x05score\x18\x03 \x01(\x01\x12\x15\n\rlexical_match\x18\x04 \x01(\x08\x12\x16\n\x0e\x65ntity_overlap\x18\x05 \x01(\x01\x12\x13\n\x0b\x61\x63tive_task\x18\x06 \x01(\x08\x12\x13\n\x0btopic_match\x18\x07 \x01(\x08\"w\n\x0eSearchResponse\x12\'\n\x04hits\x18\x01 \x03(\x0b\x32\x19.hypermnesia.v1.SearchHit\x12\x10\n\x08\x64\x65graded\x18\x02 \x03(\t\x12*\n\x05stats\x18\x03 \x01(\x0b\x32\x1b.hypermnesia.v1.SearchStats\"@\n\nGetRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12\n\n\x02id\x18\x02 \x01(\t\"\xe3\x01\n\x0bListRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12\x0e\n\x06scopes\x18\x02 \x03(\t\x12\x0c\n\x04tags\x18\x03 \x03(\t\x12\r\n\x05limit\x18\x04 \x01(\x05\x12\x0e\n\x06offset\x18\x05 \x01(\x05\x12\x18\n\x10include_archived\x18\x06 \x01(\x08\x12\x0c\n\x04\x66ull\x18\x07 \x01(\x08\x12\r\n\x05kinds\x18\x08 \x03(\t\x12\r\n\x05types\x18\t \x03(\t\x12)\n\x05\x61s_of\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"G\n\x0cListResponse\x12(\n\x08memories\x18\x01 \x03(\x0b\x32\x16.hypermnesia.v1.Memory\x12\r\n\x05total\x18\x02 \x01(\x05\";\n\x0fLineageResponse\x12(\n\x08memories\x18\x01 \x03(\x0b\x32\x16.hypermnesia.v1.Memory\"T\n\x0cStatsRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12\x0e\n\x06scopes\x18\x02 \x03(\t\x12\x0c\n\x04\x64\x61ys\x18\x03 \x01(\x05\"O\n\nScopeCount\x12\r\n\x05scope\x18\x01 \x01(\t\x12\x0c\n\x04live\x18\x02 \x01(\x03\x12\x10\n\x08\x61rchived\x18\x03 \x01(\x03\x12\x12\n\nsuperseded\x18\x04 \x01(\x03\"\xf6\x01\n\rStatsResponse\x12*\n\x06scopes\x18\x01 \x03(\x0b\x32\x1a.hypermnesia.v1.ScopeCount\x12\x0c\n\x04\x64\x61ys\x18\x02 \x01(\x05\x12\x10\n\x08searches\x18\x03 \x01(\x03\x12\x12\n\nempty_rate\x18\x04 \x01(\x01\x12\x10\n\x08\x61vg_hits\x18\x05 \x01(\x01\x12\x15\n\ravg_top_score\x18\x06 \x01(\x01\x12\x0e\n\x06p50_ms\x18\x07 \x01(\x01\x12\x0e\n\x06p95_ms\x18\x08 \x01(\x01\x12\x0e\n\x06p99_ms\x18\t \x01(\x01\x12\x15\n\rdegraded_rate\x18\n \x01(\x01\x12\x15\n\rrecent_misses\x18\x0b \x03(\t\"\x82\x02\n\x0e\x43ontextRequest\x12&\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x16.hypermnesia.v1.Caller\x12\x0e\n\x06scopes\x18\x02 \x03(\t\x12\r\n\x05query\x18\x03 \x01(\t\x12\x0c\n\x04path\x18\x04 \x01(\t\x12\x0c\n\x04repo\x18\x05 \x01(\t\x12\x0c\n\x04mode\x18\x06 \x01(\t\x12\x11\n\tthread_id\x18\x07 \x01(\t\x12<\n\x07\x62udgets\x18\x08 \x03(\x0b\x32+.hypermnesia.v1.ContextRequest.BudgetsEntry\x1a.\n\x0c\x42udgetsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"n\n\x0c\x43ontextLayer\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x0e\n\x06tokens\x18\x03 \x01(\x05\x12\x0e\n\x06\x62udget\x18\x04 \x01(\x05\x12\x11\n\tcited_ids\x18\x05 \x03(\t\x12\x0f\n\x07\x64ropped\x18\x06 \x01(\x05\"\x8a\x01\n\x0f\x43ontextResponse\x12,\n\x06layers\x18\x01 \x03(\x0b\x32\x1c.hypermnesia.v1.ContextLayer\x12\x14\n\x0ctotal_tokens\x18\x02 \x01(\x05\x12\x0c\n\x04mode\x18\x03 \x01(\t\x12\x13\n\x0bmode_reason\x18\x04 \x01(\t\x12\x10\n\x08\x64\x65graded\x18\x05 \x03(\t2\xb4\x03\n\tRetrieval\x12G\n\x06Search\x12\x1d.hypermnesia.v1.SearchRequest\x1a\x1e.hypermnesia.v1.SearchResponse\x12\x39\n\x03Get\x12\x1a.hypermnesia.v1.GetRequest\x1a\x16.hypermnesia.v1.Memory\x12\x41\n\x04List\x12\x1b.hypermnesia.v1.ListRequest\x1a\x1c.hypermnesia.v1.ListResponse\x12\x46\n\x07Lineage\x12\x1a.hypermnesia.v1.GetRequest\x1a\x1f.hypermnesia.v1.LineageResponse\x12\x44\n\x05Stats\x12\x1c.hypermnesia.v1.StatsRequest\x1a\x1d.hypermnesia.v1.StatsResponse\x12R\n\x0f\x41ssembleContext\x12\x1e.hypermnesia.v1.ContextRequest\x1a\x1f.hypermnesia.v1.ContextResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,35 +36,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CONTEXTREQUEST_BUDGETSENTRY']._loaded_options = None
   _globals['_CONTEXTREQUEST_BUDGETSENTRY']._serialized_options = b'8\001'
   _globals['_SEARCHREQUEST']._serialized_start=113
-  _globals['_SEARCHREQUEST']._serialized_end=582
-  _globals['_SEARCHSTATS']._serialized_start=585
-  _globals['_SEARCHSTATS']._serialized_end=747
-  _globals['_SEARCHHIT']._serialized_start=750
-  _globals['_SEARCHHIT']._serialized_end=925
-  _globals['_SEARCHRESPONSE']._serialized_start=927
-  _globals['_SEARCHRESPONSE']._serialized_end=1046
-  _globals['_GETREQUEST']._serialized_start=1048
-  _globals['_GETREQUEST']._serialized_end=1112
-  _globals['_LISTREQUEST']._serialized_start=1115
-  _globals['_LISTREQUEST']._serialized_end=1342
-  _globals['_LISTRESPONSE']._serialized_start=1344
-  _globals['_LISTRESPONSE']._serialized_end=1415
-  _globals['_LINEAGERESPONSE']._serialized_start=1417
-  _globals['_LINEAGERESPONSE']._serialized_end=1476
-  _globals['_STATSREQUEST']._serialized_start=1478
-  _globals['_STATSREQUEST']._serialized_end=1562
-  _globals['_SCOPECOUNT']._serialized_start=1564
-  _globals['_SCOPECOUNT']._serialized_end=1643
-  _globals['_STATSRESPONSE']._serialized_start=1646
-  _globals['_STATSRESPONSE']._serialized_end=1892
-  _globals['_CONTEXTREQUEST']._serialized_start=1895
-  _globals['_CONTEXTREQUEST']._serialized_end=2153
-  _globals['_CONTEXTREQUEST_BUDGETSENTRY']._serialized_start=2107
-  _globals['_CONTEXTREQUEST_BUDGETSENTRY']._serialized_end=2153
-  _globals['_CONTEXTLAYER']._serialized_start=2155
-  _globals['_CONTEXTLAYER']._serialized_end=2265
-  _globals['_CONTEXTRESPONSE']._serialized_start=2268
-  _globals['_CONTEXTRESPONSE']._serialized_end=2406
-  _globals['_RETRIEVAL']._serialized_start=2409
-  _globals['_RETRIEVAL']._serialized_end=2845
+  _globals['_SEARCHREQUEST']._serialized_end=602
+  _globals['_SEARCHSTATS']._serialized_start=605
+  _globals['_SEARCHSTATS']._serialized_end=767
+  _globals['_SEARCHHIT']._serialized_start=770
+  _globals['_SEARCHHIT']._serialized_end=945
+  _globals['_SEARCHRESPONSE']._serialized_start=947
+  _globals['_SEARCHRESPONSE']._serialized_end=1066
+  _globals['_GETREQUEST']._serialized_start=1068
+  _globals['_GETREQUEST']._serialized_end=1132
+  _globals['_LISTREQUEST']._serialized_start=1135
+  _globals['_LISTREQUEST']._serialized_end=1362
+  _globals['_LISTRESPONSE']._serialized_start=1364
+  _globals['_LISTRESPONSE']._serialized_end=1435
+  _globals['_LINEAGERESPONSE']._serialized_start=1437
+  _globals['_LINEAGERESPONSE']._serialized_end=1496
+  _globals['_STATSREQUEST']._serialized_start=1498
+  _globals['_STATSREQUEST']._serialized_end=1582
+  _globals['_SCOPECOUNT']._serialized_start=1584
+  _globals['_SCOPECOUNT']._serialized_end=1663
+  _globals['_STATSRESPONSE']._serialized_start=1666
+  _globals['_STATSRESPONSE']._serialized_end=1912
+  _globals['_CONTEXTREQUEST']._serialized_start=1915
+  _globals['_CONTEXTREQUEST']._serialized_end=2173
+  _globals['_CONTEXTREQUEST_BUDGETSENTRY']._serialized_start=2127
+  _globals['_CONTEXTREQUEST_BUDGETSENTRY']._serialized_end=2173
+  _globals['_CONTEXTLAYER']._serialized_start=2175
+  _globals['_CONTEXTLAYER']._serialized_end=2285
+  _globals['_CONTEXTRESPONSE']._serialized_start=2288
+  _globals['_CONTEXTRESPONSE']._serialized_end=2426
+  _globals['_RETRIEVAL']._serialized_start=2429
+  _globals['_RETRIEVAL']._serialized_end=2865
 # @@protoc_insertion_point(module_scope)

@@ -1,4 +1,4 @@
-"""The prefilter of every read: scopes, tags, kinds, types, repo, time range, and liveness (the
+"""The prefilter of every read: scopes, tags, kinds, types, repo, topic, time range, and liveness (the
 default) or validity at an instant (`as_of`). Produces one SQL fragment over alias `m` with
 numbered parameters, so the dense and lexical legs apply exactly the same filter."""
 
@@ -22,11 +22,14 @@ class Prefilter:
     until: datetime | None = None
     as_of: datetime | None = None
     include_archived: bool = False
+    topic: str = ""  # only memories filed under this topic (metadata.topic_id); empty = any
 
     @property
     def narrows(self) -> bool:
         """Filters beyond scope and liveness, which may leave few rows of a large scope."""
-        return bool(self.tags or self.kinds or self.types or self.repo or self.since or self.until)
+        return bool(
+            self.tags or self.kinds or self.types or self.repo or self.since or self.until or self.topic
+        )
 
     def sql(self, first_param: int) -> tuple[str, list[Any]]:
         """(`WHERE`-less condition over alias m, its parameters) numbered from first_param."""
@@ -45,6 +48,8 @@ class Prefilter:
             parts.append(f"m.type = ANY({p(self.types)}::text[])")
         if self.repo:
             parts.append(f"m.repo = {p(self.repo)}")
+        if self.topic:
+            parts.append(f"m.metadata->>'topic_id' = {p(self.topic)}")
         if self.since is not None:
             parts.append(f"m.created_at >= {p(self.since)}")
         if self.until is not None:

@@ -60,6 +60,7 @@ class SearchInput:
     include_archived: bool = False
     rerank: bool = False
     topic: str = ""
+    topic_only: bool = False  # seed 002's optional topic filter: only memories filed under `topic`
 
 
 @dataclass
@@ -113,6 +114,8 @@ class Searcher:
         validation.check_tags(q.tags)
         if q.topic:
             validation.check_topic(q.topic)
+        elif q.topic_only:
+            raise InvalidArgument("topic_only needs a topic: name the topic to restrict the search to")
         for kind in q.kinds:
             validation.check_kind(kind)
         require(q.grants, q.scopes)
@@ -164,6 +167,7 @@ class Searcher:
                 until=q.until,
                 as_of=q.as_of,
                 include_archived=q.include_archived,
+                topic=q.topic if q.topic_only else "",
             ),
             q.k,
         )

@@ -64,6 +64,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
                 include_archived=request.include_archived,
                 rerank=request.rerank,
                 topic=request.topic,
+                topic_only=request.topic_only,
             )
         )
         return retrieval_pb2.SearchResponse(
