@@ -182,8 +182,13 @@ class Batcher:
             self._set_depth()
             if isinstance(work, _Exclusive):
                 self._run_exclusive(work)
-            else:
+                continue
+            try:
                 self._run(work)
+            except Exception:  # a bug outside inference: its callers get an error, not a hang
+                log.exception("embedding batch of %d texts failed outside inference", len(work))
+                failed = BatchFailed("the embedding batch this request was part of failed; see the embedder log")
+                self._to_loop(self._fail_batch, work, failed)
 
     def _next_work(self) -> _Exclusive | list[_Item] | None:
         """Under the lock: the next exclusive job or batch, waiting while there is none; None
