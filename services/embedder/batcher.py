@@ -91,7 +91,6 @@ class Batcher:
         self._expected = 1  # size of the previous batch: how many texts a partial batch waits for
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._threads: list[threading.Thread] = []
 
     @property
     def depth(self) -> int:
@@ -99,10 +98,9 @@ class Batcher:
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        # Daemon threads: one stuck in inference must not keep a stopping process alive.
         for n in range(max(1, self.provider.concurrency)):
-            thread = threading.Thread(target=self._serve, name=f"embed_{n}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
+            threading.Thread(target=self._serve, name=f"embed_{n}", daemon=True).start()
 
     async def close(self) -> None:
         """Answer every waiting and running caller with UNAVAILABLE at once. A batch still on

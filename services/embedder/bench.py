@@ -168,7 +168,6 @@ def bench_single_paired(
 class Report:
     rows: list[Row]
     raw_best: Row
-    raw_batch1: Row
     raw_parallel: Row  # the provider with the service's parallel sessions, at the best batch size
     batched: Row  # service, batching, short texts, N clients
     unbatched: Row  # service, no batching, short texts, N clients
@@ -281,7 +280,6 @@ def run(
     return Report(
         rows=[*best.values(), *paired],
         raw_best=max(raw_short, key=lambda r: r.texts_per_s),
-        raw_batch1=best["a-short-1"],
         raw_parallel=max((best[f"a2-short-{s}"] for s in RAW_BATCHES[1:]), key=lambda r: r.texts_per_s),
         batched=best[f"b-{clients}"],
         unbatched=best[f"c-{clients}"],
