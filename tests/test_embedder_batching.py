@@ -77,6 +77,17 @@ async def serving(provider: object, limits: BatchLimits, max_texts: int = 2048) 
         yield f"127.0.0.1:{port}"
 
 
+@asynccontextmanager
+async def ready_client(address: str) -> AsyncIterator[EmbedderClient]:
+    """The shared embedder client, once the service answers."""
+    client = EmbedderClient(address)
+    try:
+        await client.wait_for_info(10)
+        yield client
+    finally:
+        await client.close()
+
+
 async def embed_call(
     stub: embedder_pb2_grpc.EmbedderStub, texts: list[str], timeout: float = 30
 ) -> embedder_pb2.EmbedResponse:
@@ -120,14 +131,10 @@ async def test_each_caller_gets_its_own_vectors_in_order_under_concurrency(
     async with serving(
         gated, BatchLimits(max_batch_size=16, max_batch_tokens=4096, max_wait_ms=20)
     ) as address:
-        client = EmbedderClient(address)
-        try:
-            await client.wait_for_info(10)
+        async with ready_client(address) as client:
             # 40 callers at once: each sends 1-4 texts drawn across the whole set.
             calls = [[texts[(c * 5 + k * 31) % len(texts)] for k in range(1 + c % 4)] for c in range(40)]
             results = await asyncio.gather(*(client.embed(call, DOCUMENT, 60) for call in calls))
-        finally:
-            await client.close()
     for call, vectors in zip(calls, results, strict=True):
         assert vectors.shape == (len(call), 384)
         for text, vector in zip(call, vectors, strict=True):
@@ -147,12 +154,8 @@ async def test_parallel_sessions_give_every_caller_the_vectors_of_a_lone_call(mo
     async with serving(
         provider, BatchLimits(max_batch_size=8, max_batch_tokens=4096, max_wait_ms=2)
     ) as address:
-        client = EmbedderClient(address)
-        try:
-            await client.wait_for_info(10)
+        async with ready_client(address) as client:
             results = await asyncio.gather(*(client.embed([t], DOCUMENT, 60) for t in texts * 2))
-        finally:
-            await client.close()
     for text, vectors in zip(texts * 2, results, strict=True):
         assert float(vectors[0] @ expected[texts.index(text)]) > 0.99999, text
     assert metric("hm_embed_session_batches_total", narrow) > before, "no two batches ever ran at once"

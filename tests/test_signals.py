@@ -23,6 +23,16 @@ async def _search(http: httpx.AsyncClient, query: str, **extra) -> list[dict]:
     return response.json()["results"]
 
 
+async def _import(http: httpx.AsyncClient, records: list[dict]) -> None:
+    response = await http.post("/records/import", json={"records": records})
+    assert response.status_code == 200, response.text
+
+
+def _note(content: str, ref: str, topic: str = "") -> dict:
+    """A note record, filed under `topic` when one is given."""
+    return {"type": "note", "content": content, "source_ref": ref, **({"topic_id": topic} if topic else {})}
+
+
 def test_entity_and_task_terms_add_their_weight_to_the_score() -> None:
     now = datetime.now(UTC)
     row = {"id": uuid.uuid4(), "decay_class": "permanent", "last_accessed_at": now, "importance": 0}
@@ -88,8 +98,7 @@ async def test_manager_mode_favours_open_tasks_and_what_they_came_from(stack: St
         for i, t in enumerate(turns)
     ]
     async with httpx.AsyncClient(base_url=stack.base_url, headers=HEADERS) as http:
-        imported = await http.post("/records/import", json={"records": records})
-        assert imported.status_code == 200, imported.text
+        await _import(http, records)
         query = "invoice_worker retry limit"
         manager = await _search(http, query, mode="manager")
         by_content = {r["content"]: r for r in manager}
@@ -110,22 +119,11 @@ async def test_manager_mode_favours_open_tasks_and_what_they_came_from(stack: St
 
 async def test_the_active_topic_lifts_memories_filed_under_it(stack: Stack) -> None:
     records = [
-        {
-            "type": "note",
-            "content": "The retry limit of the invoice queue is five attempts",
-            "source_ref": "topic-billing",
-            "topic_id": "billing",
-        },
-        {
-            "type": "note",
-            "content": "The retry limit of the photo upload queue is five attempts",
-            "source_ref": "topic-media",
-            "topic_id": "media",
-        },
+        _note("The retry limit of the invoice queue is five attempts", "topic-billing", "billing"),
+        _note("The retry limit of the photo upload queue is five attempts", "topic-media", "media"),
     ]
     async with httpx.AsyncClient(base_url=stack.base_url, headers=HEADERS) as http:
-        imported = await http.post("/records/import", json={"records": records})
-        assert imported.status_code == 200, imported.text
+        await _import(http, records)
         query = "what is the retry limit of the queue"
         for topic, first in (("billing", "invoice"), ("media", "photo upload")):
             results = [r for r in await _search(http, query, topic=topic) if "retry limit" in r["content"]]
@@ -138,23 +136,12 @@ async def test_the_active_topic_lifts_memories_filed_under_it(stack: Stack) -> N
 
 async def test_topic_only_restricts_the_search_to_the_topic(stack: Stack) -> None:
     records = [
-        {
-            "type": "note",
-            "content": "Deploys of the ledger service wait for the nightly reconciliation",
-            "source_ref": "filter-ledger",
-            "topic_id": "ledger",
-        },
-        {
-            "type": "note",
-            "content": "Deploys of the thumbnail service wait for the nightly cache purge",
-            "source_ref": "filter-thumbnails",
-            "topic_id": "thumbnails",
-        },
-        {"type": "note", "content": "Deploys of the search service wait for nothing", "source_ref": "filter-none"},
+        _note("Deploys of the ledger service wait for the nightly reconciliation", "filter-ledger", "ledger"),
+        _note("Deploys of the thumbnail service wait for the nightly cache purge", "filter-thumbnails", "thumbnails"),
+        _note("Deploys of the search service wait for nothing", "filter-none"),
     ]
     async with httpx.AsyncClient(base_url=stack.base_url, headers=HEADERS) as http:
-        imported = await http.post("/records/import", json={"records": records})
-        assert imported.status_code == 200, imported.text
+        await _import(http, records)
         query = "when do deploys of the service wait"
         everything = [r["content"] for r in await _search(http, query)]
         assert sum("Deploys of the" in c for c in everything) == 3
