@@ -122,9 +122,13 @@ def load_session(path: Path, *, intra_op_threads: int = 0, inter_op_threads: int
     options.intra_op_num_threads = intra_op_threads or available_cores()
     options.inter_op_num_threads = inter_op_threads or available_cores()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    # Worker threads that spin between ops burn the core the event loop needs to receive the next
-    # requests; on a small machine that costs more than the wake-up latency spinning saves.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # Within a run the intra-op threads spin between ops: putting one to sleep and waking it for
+    # each of the model's parallel ops cost this VM a quarter of a batch-1 query. At the end of
+    # the run they stop at once (force_spinning_stop); onnxruntime's default keeps spinning for
+    # tens of milliseconds, burning the core the event loop needs to receive the next requests
+    # (docs/PERFORMANCE.md, session 8).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1")
+    options.add_session_config_entry("session.force_spinning_stop", "1")
     options.add_session_config_entry("session.inter_op.allow_spinning", "0")
     return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
 

@@ -68,6 +68,7 @@ class OnnxProvider:
         inter_op_threads: int = 0,
         workers: int = 1,
     ) -> None:
+        self.files = files
         self.tokenizer = load_tokenizer(files.tokenizer_path, max_tokens)
         self.counter = load_counter(files.tokenizer_path)
         pad = self.tokenizer.token_to_id("[PAD]")
