@@ -145,12 +145,25 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     await register_vector(conn)
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """What a connection returning to the pool needs beyond asyncpg's own rollback of an open
+    transaction: nothing. asyncpg's default reset also runs RESET ALL, UNLISTEN, CLOSE ALL and
+    unlocks every advisory lock, a round trip on every release (about 0.2 ms, on every search)
+    for state this code never leaves behind: it changes settings only with SET LOCAL and
+    releases its advisory locks itself."""
+
+
 async def connect_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
     """A pool with the pgvector codec; one sentence naming HM_DATABASE_URL when unreachable."""
     try:
         await _ensure_vector_extension(url)
         pool = await asyncpg.create_pool(
-            url, min_size=min_size, max_size=max_size, init=_init_connection, command_timeout=60
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            init=_init_connection,
+            reset=_keep_session,
+            command_timeout=60,
         )
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         raise StartupError(

@@ -184,8 +184,9 @@ async def test_dense_leg_walks_or_scans_to_the_same_nearest(
     exact = await pool.fetch(
         "SELECT id FROM memories WHERE scope = 'a' ORDER BY (embedding <=> $1) + 0", vector
     )
-    async with pool.acquire() as conn, conn.transaction(readonly=True):
-        ids = await repo._dense(conn, _query("", ["a"], exact_rows=exact_rows, tags=tags), vector)
+    async with pool.acquire() as conn:
+        query = _query("", ["a"], exact_rows=exact_rows, tags=tags)
+        ids = await repo.dense_leg(conn, query, vector, repo.ScopeSizes(ttl_s=0))
     assert ids == [r["id"] for r in exact]
 
 
@@ -214,7 +215,8 @@ async def test_a_large_scope_gets_its_own_graph_and_single_scope_searches_use_it
             "EXPLAIN (FORMAT JSON) " + repo.dense_sql(where, exact=False), vector, 10, *filter_params
         )
         assert scope_graphs.name("a") in plan
-        ids = await repo._dense(conn, query, vector)
+    async with pool.acquire() as conn:
+        ids = await repo.dense_leg(conn, query, vector, repo.ScopeSizes(ttl_s=0))
     exact = await pool.fetch("SELECT id FROM memories WHERE scope = 'a' ORDER BY (embedding <=> $1) + 0", vector)
     assert ids == [r["id"] for r in exact]
 

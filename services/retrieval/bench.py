@@ -270,7 +270,7 @@ async def build_scope_graphs(database_url: str) -> int:
 
 
 async def ann_recall(database_url: str, embedder: EmbedderClient, queries: list[Query]) -> dict[str, float]:
-    """recall@10 of the service's dense leg (repo._dense: exact scan or iterative HNSW walk, as the
+    """recall@10 of the service's dense leg (repo.dense_leg: exact scan or iterative HNSW walk, as the
     service picks for the filter, with the service's settings) against an exact scan, per shape."""
     settings = RetrievalSettings()
     pool = await connect_pool(database_url, max_size=1)
@@ -281,8 +281,8 @@ async def ann_recall(database_url: str, embedder: EmbedderClient, queries: list[
             cq = repo.CandidateQuery.from_settings(
                 settings, q.text, Prefilter(scopes=q.scopes, tags=q.tags), 10
             )
-            async with pool.acquire() as conn, conn.transaction(readonly=True):
-                ann = await repo._dense(conn, cq, vector)
+            async with pool.acquire() as conn:
+                ann = await repo.dense_leg(conn, cq, vector, repo.ScopeSizes(ttl_s=0))
             where = "scope = ANY($2::text[]) AND ($3::text[] = '{}' OR tags @> $3::text[])"
             exact = await pool.fetch(
                 f"SELECT id FROM memories WHERE {where} ORDER BY (embedding <=> $1) + 0 LIMIT 10",

@@ -1,8 +1,11 @@
-"""Retrieval's SQL: one round trip gathers the dense and lexical candidates, BM25 for each, the
-neighbouring turns of the strongest ones, and each candidate's thread neighbours."""
+"""Retrieval's SQL: the dense leg's nearest ids, then one round trip gathers them with the
+lexical candidates, BM25 for each, the neighbouring turns of the strongest ones, and each
+candidate's thread neighbours."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -199,7 +202,7 @@ class CandidateQuery:
 
 
 async def candidates(
-    pool: asyncpg.Pool, q: CandidateQuery, vector: np.ndarray | None
+    pool: asyncpg.Pool, q: CandidateQuery, vector: np.ndarray | None, sizes: ScopeSizes | None = None
 ) -> list[asyncpg.Record]:
     """Every candidate of a search; `vector` None (the embedder failed) searches lexical-only."""
     # Without a vector there is no dense leg to find what common words alone would select, so the
@@ -207,14 +210,46 @@ async def candidates(
     bound = None if vector is None else float(q.lexical_rows)
     params = [q.query, _STOPWORDS, q.prefilter.scopes, q.k1, [q.b, q.b_documents], bound]
     where, filter_params = q.prefilter.sql(first_param=11)
-    async with pool.acquire() as conn, conn.transaction(readonly=True):
-        dense_ids = [] if vector is None else await _dense(conn, q, vector)
+    async with pool.acquire() as conn:
+        dense_ids = [] if vector is None else await dense_leg(conn, q, vector, sizes or ScopeSizes(ttl_s=0))
         return await conn.fetch(
             hybrid_sql(where), *params, vector, dense_ids, q.depth, q.expansion, *filter_params
         )
 
 
-async def _dense(conn: asyncpg.Connection, q: CandidateQuery, vector: np.ndarray) -> list:
+class ScopeSizes:
+    """How many rows the searched scopes hold, of how many in all, and whether the one scope
+    searched has its own graph: what picks the dense leg's plan. Read at most once per `ttl_s`
+    for each list of scopes, which saves a round trip on nearly every search; a count a second
+    old picks the same plan."""
+
+    def __init__(self, ttl_s: float = 1.0, max_entries: int = 1024) -> None:
+        self.ttl_s = ttl_s
+        self.max_entries = max_entries
+        self._read: dict[tuple[str, ...], tuple[float, tuple[int, int, bool]]] = {}
+
+    async def get(self, conn: asyncpg.Connection, scopes: list[str]) -> tuple[int, int, bool]:
+        key = tuple(scopes)
+        now = time.monotonic()
+        cached = self._read.get(key)
+        if cached is not None and now - cached[0] < self.ttl_s:
+            return cached[1]
+        row = await conn.fetchrow(
+            "SELECT coalesce(sum(docs) FILTER (WHERE scope = ANY($1::text[])), 0), coalesce(sum(docs), 0),"
+            " cardinality($1::text[]) = 1 AND to_regclass($2) IS NOT NULL"
+            " FROM lexical_scope",
+            scopes,
+            scope_graphs.name(scopes[0]) if scopes else "",
+        )
+        sizes = (int(row[0]), int(row[1]), bool(row[2]))
+        if self.ttl_s > 0:
+            if len(self._read) >= self.max_entries:
+                self._read.clear()
+            self._read[key] = (now, sizes)
+        return sizes
+
+
+async def dense_leg(conn: asyncpg.Connection, q: CandidateQuery, vector: np.ndarray, sizes: ScopeSizes) -> list:
     """The dense leg's ids, nearest first, by the cheaper way for the searched scopes' size:
     - the scope's own HNSW graph when one scope is searched and it has one
       (hypermnesia/scope_graphs.py): about 3 ms at 10,000 rows;
@@ -223,15 +258,12 @@ async def _dense(conn: asyncpg.Connection, q: CandidateQuery, vector: np.ndarray
     - the walk of the global graph (iterative, so the filters do not starve it) over a large
       share: the planner would otherwise read every row of the scope by bitmap and sort them all
       (45 ms against 27 ms for one scope in ten at 100,000 memories);
-    - the planner's choice when other filters (tags, kinds, time) narrow a very large scope."""
-    scopes = q.prefilter.scopes
-    scope_rows, all_rows, own_graph = await conn.fetchrow(
-        "SELECT coalesce(sum(docs) FILTER (WHERE scope = ANY($1::text[])), 0), coalesce(sum(docs), 0),"
-        " cardinality($1::text[]) = 1 AND to_regclass($2) IS NOT NULL"
-        " FROM lexical_scope",
-        scopes,
-        scope_graphs.name(scopes[0]) if scopes else "",
-    )
+    - the planner's choice when other filters (tags, kinds, time) narrow a very large scope.
+
+    It runs in a read-only transaction of its own, so the planner settings it needs end with it:
+    they go out with BEGIN in one round trip, and the query after it (the hybrid one) plans with
+    the defaults without a round trip to restore them."""
+    scope_rows, all_rows, own_graph = await sizes.get(conn, q.prefilter.scopes)
     exact = not own_graph and (
         scope_rows <= q.exact_rows
         or scope_rows * 20 <= all_rows
@@ -246,14 +278,18 @@ async def _dense(conn: asyncpg.Connection, q: CandidateQuery, vector: np.ndarray
     # Walking means the HNSW index: bitmap and sequential scans are the alternatives to rule out.
     walk_only = " SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off;" if walk else ""
     await conn.execute(
-        "SET LOCAL plan_cache_mode = force_custom_plan; SET LOCAL hnsw.iterative_scan = relaxed_order;"
-        f" SET LOCAL hnsw.ef_search = {int(q.ef_search)};{walk_only}"
+        "BEGIN READ ONLY; SET LOCAL plan_cache_mode = force_custom_plan;"
+        f" SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {int(q.ef_search)};"
+        f"{walk_only}"
     )
-    rows = await conn.fetch(dense_sql(where, exact), vector, q.depth, *filter_params)
-    await conn.execute(
-        "SET LOCAL plan_cache_mode TO DEFAULT; SET LOCAL enable_bitmapscan TO DEFAULT;"
-        " SET LOCAL enable_seqscan TO DEFAULT"
-    )
+    try:
+        rows = await conn.fetch(dense_sql(where, exact), vector, q.depth, *filter_params)
+    except asyncio.CancelledError:
+        raise  # the pool rolls back what a cancelled call leaves open as the connection returns
+    except BaseException:
+        await conn.execute("ROLLBACK")
+        raise
+    await conn.execute("COMMIT")
     return [r["id"] for r in rows]
 
 

@@ -103,6 +103,7 @@ class Searcher:
             ),
         }
         self.bookkeeper = Bookkeeper(pool)
+        self.scope_sizes = repo.ScopeSizes()
 
     def _validate(self, q: SearchInput) -> tuple[str, str]:
         validation.check_query(q.query)
@@ -171,7 +172,7 @@ class Searcher:
             ),
             q.k,
         )
-        rows = await repo.candidates(self.pool, cq, vector)
+        rows = await repo.candidates(self.pool, cq, vector, self.scope_sizes)
         stages["candidates_ms"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
         candidates = [
