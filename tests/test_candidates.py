@@ -227,3 +227,34 @@ async def test_a_large_scope_gets_its_own_graph_and_single_scope_searches_use_it
     assert await pool.fetchval(
         "SELECT indisvalid FROM pg_index WHERE indexrelid = $1::regclass", scope_graphs.name("a")
     )
+
+
+async def test_the_dense_leg_leaves_no_transaction_or_setting_behind(pool: asyncpg.Pool) -> None:
+    """The dense leg's planner settings live in its own transaction: after it, whether it ran or
+    its query failed, the connection is out of any transaction with the defaults back, so the
+    hybrid query (and the next user of the pooled connection) plans normally."""
+    sizes = repo.ScopeSizes(ttl_s=0)
+    async with pool.acquire() as conn:
+        default_seqscan = await conn.fetchval("SHOW enable_seqscan")
+        ids = await repo.dense_leg(conn, _query("", ["a"], exact_rows=0), np.ones(3, np.float32), sizes)
+        assert len(ids) == 6
+        assert not conn.is_in_transaction()
+        assert await conn.fetchval("SHOW enable_seqscan") == default_seqscan
+        assert await conn.fetchval("SHOW plan_cache_mode") == "auto"
+        with pytest.raises(asyncpg.DataError, match="different vector dimensions"):
+            await repo.dense_leg(conn, _query("", ["a"], exact_rows=0), np.ones(4, np.float32), sizes)
+        assert not conn.is_in_transaction()
+        assert await conn.fetchval("SHOW enable_seqscan") == default_seqscan
+    # The connection went back to the pool without asyncpg's reset query and serves the next search.
+    rows = await repo.candidates(pool, _query("backup", ["a"]), np.ones(3, np.float32))
+    assert {r["content"] for r in rows} >= {ROWS[0][2], ROWS[1][2]}
+
+
+async def test_scope_sizes_are_read_again_once_their_time_is_up(pool: asyncpg.Pool) -> None:
+    async with pool.acquire() as conn:
+        cached, fresh = repo.ScopeSizes(ttl_s=3600), repo.ScopeSizes(ttl_s=0)
+        assert await cached.get(conn, ["a"]) == (6, 7, False)
+        await conn.execute("DELETE FROM memories WHERE scope = 'a' AND content LIKE 'Bob%'")
+        assert await cached.get(conn, ["a"]) == (6, 7, False)  # within its time: no round trip
+        assert await fresh.get(conn, ["a"]) == (5, 6, False)
+        assert await cached.get(conn, ["a", "b"]) == (6, 6, False)  # another list of scopes
