@@ -3,11 +3,12 @@
 One run measures (a) the provider in-process (tokenize + session.run, no service) at several
 batch sizes, one call at a time, both as the service configures its sessions and with
 onnxruntime's defaults (the better of the two is the baseline), (a2) the same provider called
-from as many threads at once as it has parallel sessions (the most the service can reach), (b) the service over loopback gRPC
-under 1 client and under N concurrent clients each sending one short text per call, (c) the same
-with batching disabled, (d) the same with ~100-word texts. The services are real
-`hypermnesia serve embedder` child processes; clients share one channel in this process, so on a
-small machine they compete with the server for cores exactly as co-located callers would.
+from as many threads at once as it has parallel sessions (the most the service can reach),
+(b) the service over loopback gRPC under 1 client and under N concurrent clients each sending
+one short text per call, (c) the same with batching disabled, (d) the same with ~100-word texts.
+The services are real `hypermnesia serve embedder` child processes; clients share one channel in
+this process, so on a small machine they compete with the server for cores exactly as
+co-located callers would.
 
 Every scenario runs once per round, rounds interleaved, and the best round of each is kept:
 on a shared machine a burst of someone else's work then hurts one round, not one scenario.

@@ -5,6 +5,7 @@ candidate's thread neighbours."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from dataclasses import dataclass
@@ -287,7 +288,8 @@ async def dense_leg(conn: asyncpg.Connection, q: CandidateQuery, vector: np.ndar
     except asyncio.CancelledError:
         raise  # the pool rolls back what a cancelled call leaves open as the connection returns
     except BaseException:
-        await conn.execute("ROLLBACK")
+        with contextlib.suppress(Exception):  # a broken connection: the pool replaces it
+            await conn.execute("ROLLBACK")
         raise
     await conn.execute("COMMIT")
     return [r["id"] for r in rows]
