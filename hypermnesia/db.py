@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -149,8 +151,35 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     """What a connection returning to the pool needs beyond asyncpg's own rollback of an open
     transaction: nothing. asyncpg's default reset also runs RESET ALL, UNLISTEN, CLOSE ALL and
     unlocks every advisory lock, a round trip on every release (about 0.2 ms, on every search)
-    for state this code never leaves behind: it changes settings only with SET LOCAL and
-    releases its advisory locks itself."""
+    for state this code never leaves behind: it changes settings only with SET LOCAL and holds
+    session locks only through `advisory_lock`."""
+
+
+@asynccontextmanager
+async def advisory_lock(conn: asyncpg.Connection, key: int, *, wait: bool = True) -> AsyncIterator[bool]:
+    """Hold a session-level advisory lock for the block; yields whether it was taken (with
+    wait=False another session may hold it). Pooled connections return without a reset query
+    (`_keep_session`), so the lock must not outlive the block: when taking or releasing it is
+    interrupted (a cancel, a timeout, a broken connection), the connection is closed instead,
+    which releases it."""
+    try:
+        if wait:
+            await conn.execute("SELECT pg_advisory_lock($1)", key)
+            held = True
+        else:
+            held = bool(await conn.fetchval("SELECT pg_try_advisory_lock($1)", key))
+    except BaseException:
+        conn.terminate()
+        raise
+    try:
+        yield held
+    finally:
+        if held:
+            try:
+                await conn.execute("SELECT pg_advisory_unlock($1)", key)
+            except BaseException:
+                conn.terminate()
+                raise
 
 
 async def connect_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
@@ -203,25 +232,21 @@ _MIGRATION_TIMEOUT_S = 6 * 3600
 async def migrate(pool: asyncpg.Pool) -> list[str]:
     """Apply the migrations not yet recorded, in order, each in its own transaction."""
     applied_now: list[str] = []
-    async with pool.acquire() as conn:
-        await conn.execute("SELECT pg_advisory_lock($1)", _SCHEMA_LOCK_KEY)
-        try:
-            await conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                " version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
-            )
-            done = {r["version"] for r in await conn.fetch("SELECT version FROM schema_migrations")}
-            for name, sql in migration_files():
-                if name in done:
-                    continue
-                log.info("applying migration %s", name)
-                async with conn.transaction():
-                    await conn.execute(sql, timeout=_MIGRATION_TIMEOUT_S)
-                    await conn.execute("INSERT INTO schema_migrations (version) VALUES ($1)", name)
-                log.info("applied migration %s", name)
-                applied_now.append(name)
-        finally:
-            await conn.execute("SELECT pg_advisory_unlock($1)", _SCHEMA_LOCK_KEY)
+    async with pool.acquire() as conn, advisory_lock(conn, _SCHEMA_LOCK_KEY):
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        done = {r["version"] for r in await conn.fetch("SELECT version FROM schema_migrations")}
+        for name, sql in migration_files():
+            if name in done:
+                continue
+            log.info("applying migration %s", name)
+            async with conn.transaction():
+                await conn.execute(sql, timeout=_MIGRATION_TIMEOUT_S)
+                await conn.execute("INSERT INTO schema_migrations (version) VALUES ($1)", name)
+            log.info("applied migration %s", name)
+            applied_now.append(name)
     return applied_now
 
 

@@ -18,6 +18,8 @@ import logging
 
 import asyncpg
 
+from hypermnesia.db import advisory_lock
+
 log = logging.getLogger(__name__)
 
 PREFIX = "memories_embedding_scope_"
@@ -38,37 +40,34 @@ async def ensure(pool: asyncpg.Pool, min_rows: int) -> list[str]:
     """Build the graphs that are missing for scopes of at least min_rows memories (and drop any
     left invalid by an interrupted build, so it is built again); returns the scopes built."""
     built: list[str] = []
-    async with pool.acquire() as conn:
-        if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", _LOCK_KEY):
+    async with pool.acquire() as conn, advisory_lock(conn, _LOCK_KEY, wait=False) as held:
+        if not held:
             return built
-        try:
-            for index in await conn.fetch(
-                "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
-                " WHERE i.indrelid = 'memories'::regclass AND NOT i.indisvalid AND c.relname LIKE $1",
-                PREFIX + "%",
-            ):
-                log.warning("dropping the invalid scope graph %s (an interrupted build)", index["relname"])
-                await conn.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{index["relname"]}"', timeout=_BUILD_TIMEOUT_S)
-            wanted = await conn.fetch(
-                "SELECT scope, docs FROM lexical_scope WHERE docs >= $1"
-                " AND docs < $2 * (SELECT sum(docs) FROM lexical_scope) ORDER BY docs DESC",
-                min_rows,
-                _MAX_SHARE,
+        for index in await conn.fetch(
+            "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+            " WHERE i.indrelid = 'memories'::regclass AND NOT i.indisvalid AND c.relname LIKE $1",
+            PREFIX + "%",
+        ):
+            log.warning("dropping the invalid scope graph %s (an interrupted build)", index["relname"])
+            await conn.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{index["relname"]}"', timeout=_BUILD_TIMEOUT_S)
+        wanted = await conn.fetch(
+            "SELECT scope, docs FROM lexical_scope WHERE docs >= $1"
+            " AND docs < $2 * (SELECT sum(docs) FROM lexical_scope) ORDER BY docs DESC",
+            min_rows,
+            _MAX_SHARE,
+        )
+        for row in wanted:
+            index = name(row["scope"])
+            if await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", index):
+                continue
+            log.info("building the HNSW graph of scope %s (%d memories)", row["scope"], row["docs"])
+            literal = await conn.fetchval("SELECT quote_literal($1::text)", row["scope"])
+            await conn.execute(
+                f'CREATE INDEX CONCURRENTLY IF NOT EXISTS "{index}" ON memories'
+                f" USING hnsw (embedding vector_cosine_ops) WHERE scope = {literal}",
+                timeout=_BUILD_TIMEOUT_S,
             )
-            for row in wanted:
-                index = name(row["scope"])
-                if await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", index):
-                    continue
-                log.info("building the HNSW graph of scope %s (%d memories)", row["scope"], row["docs"])
-                literal = await conn.fetchval("SELECT quote_literal($1::text)", row["scope"])
-                await conn.execute(
-                    f'CREATE INDEX CONCURRENTLY IF NOT EXISTS "{index}" ON memories'
-                    f" USING hnsw (embedding vector_cosine_ops) WHERE scope = {literal}",
-                    timeout=_BUILD_TIMEOUT_S,
-                )
-                built.append(row["scope"])
-        finally:
-            await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_KEY)
+            built.append(row["scope"])
     return built
 
 

@@ -176,7 +176,7 @@ class RetrievalSettings(EmbedderClientSettings):
     # Searched scopes holding at most this many rows (or 5% of the store) get an exact dense scan
     # instead of the HNSW walk, which would skip most of what it visits (services/retrieval/repo.py).
     search_exact_rows: Annotated[int, Field(ge=0, le=10_000_000)] = 5_000
-    hnsw_ef_search: Annotated[int, Field(gt=0, le=10_000)] = 100
+    hnsw_ef_search: Annotated[int, Field(gt=0, le=1000)] = 100  # pgvector's limit
     # Cross-encoder re-scoring of the fused top-N (per request `rerank`; needs HM_RERANK_MODEL_DIR).
     rerank_top_n: Annotated[int, Field(gt=0, le=200)] = 20
     rerank_timeout_ms: Annotated[int, Field(gt=0, le=600_000)] = 2_000

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from hypermnesia import db, scope_graphs
+from hypermnesia.settings import RetrievalSettings
 from services.retrieval import repo
 from services.retrieval.filters import Prefilter
 from services.retrieval.lexical import STOPWORDS
@@ -258,3 +259,21 @@ async def test_scope_sizes_are_read_again_once_their_time_is_up(pool: asyncpg.Po
         assert await cached.get(conn, ["a"]) == (6, 7, False)  # within its time: no round trip
         assert await fresh.get(conn, ["a"]) == (5, 6, False)
         assert await cached.get(conn, ["a", "b"]) == (6, 6, False)  # another list of scopes
+
+
+async def test_the_dense_leg_refuses_to_run_inside_a_callers_transaction(pool: asyncpg.Pool) -> None:
+    async with pool.acquire() as conn, conn.transaction():
+        with pytest.raises(RuntimeError, match="outside one"):
+            await repo.dense_leg(conn, _query("", ["a"]), np.ones(3, np.float32), repo.ScopeSizes(ttl_s=0))
+
+
+async def test_a_deep_search_stays_within_pgvectors_ef_search_limit(pool: asyncpg.Pool) -> None:
+    """Candidate depth may go to 10,000, but pgvector refuses hnsw.ef_search over 1,000: the walk's
+    breadth is capped and its iterative scan still fills the depth."""
+    query = repo.CandidateQuery.from_settings(
+        RetrievalSettings(search_candidates=5_000, search_exact_rows=0), "", Prefilter(scopes=["a"]), 10
+    )
+    assert (query.depth, query.ef_search) == (5_000, repo.MAX_EF_SEARCH)
+    async with pool.acquire() as conn:
+        ids = await repo.dense_leg(conn, query, np.ones(3, np.float32), repo.ScopeSizes(ttl_s=0))
+    assert len(ids) == 6

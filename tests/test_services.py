@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -70,5 +72,47 @@ async def test_store_refuses_a_different_model(pg_server_url: str) -> None:
             await db.ensure_embedding_pin(pool, "model-b", 768)
         assert await db.read_pin(pool) == ("model-a", 384)
         assert await db.migrate(pool) == []  # migrations are recorded and not re-applied
+    finally:
+        await pool.close()
+
+
+async def test_advisory_locks_never_outlive_their_block(pg_server_url: str) -> None:
+    """Pooled connections return without asyncpg's reset query, so db.advisory_lock must release
+    its lock however the block ends: normally, by an error, or by a cancel (the connection closes)."""
+    pool = await db.connect_pool(await create_database(pg_server_url), max_size=2)
+    key = 0x686D5F74657374
+
+    async def held_elsewhere() -> bool:
+        async with pool.acquire() as other, db.advisory_lock(other, key, wait=False) as got:
+            return not got
+
+    try:
+        async with pool.acquire() as conn:
+            async with db.advisory_lock(conn, key) as got:
+                assert got and await held_elsewhere()
+            assert not await held_elsewhere()
+            with pytest.raises(ValueError, match="inside the block"):
+                async with db.advisory_lock(conn, key):
+                    raise ValueError("inside the block")
+            assert not await held_elsewhere()
+
+        async def hold_forever() -> None:
+            async with pool.acquire() as conn, db.advisory_lock(conn, key):
+                await conn.execute("SELECT pg_sleep(30)")
+
+        task = asyncio.create_task(hold_forever())
+        for _ in range(100):
+            if await held_elsewhere():
+                break
+            await asyncio.sleep(0.05)
+        assert await held_elsewhere()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(100):  # the cancelled connection closes; Postgres then drops its lock
+            if not await held_elsewhere():
+                break
+            await asyncio.sleep(0.05)
+        assert not await held_elsewhere()
     finally:
         await pool.close()

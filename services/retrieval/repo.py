@@ -166,6 +166,11 @@ FROM pool p JOIN memories m ON m.id = p.id, tsq, slots s, {_FREQUENCIES}
 """
 
 
+# pgvector refuses a larger hnsw.ef_search; deeper searches rely on the iterative scan, which
+# goes on walking until LIMIT rows pass the filters.
+MAX_EF_SEARCH = 1000
+
+
 @dataclass(frozen=True)
 class CandidateQuery:
     query: str
@@ -198,7 +203,7 @@ class CandidateQuery:
             b_documents=settings.bm25_b_documents,
             lexical_rows=settings.search_lexical_rows,
             exact_rows=settings.search_exact_rows,
-            ef_search=max(settings.hnsw_ef_search, depth),
+            ef_search=min(max(settings.hnsw_ef_search, depth), MAX_EF_SEARCH),
         )
 
 
@@ -264,6 +269,8 @@ async def dense_leg(conn: asyncpg.Connection, q: CandidateQuery, vector: np.ndar
     It runs in a read-only transaction of its own, so the planner settings it needs end with it:
     they go out with BEGIN in one round trip, and the query after it (the hybrid one) plans with
     the defaults without a round trip to restore them."""
+    if conn.is_in_transaction():  # its COMMIT would end the caller's transaction
+        raise RuntimeError("dense_leg runs in a transaction of its own; call it outside one")
     scope_rows, all_rows, own_graph = await sizes.get(conn, q.prefilter.scopes)
     exact = not own_graph and (
         scope_rows <= q.exact_rows
@@ -278,20 +285,23 @@ async def dense_leg(conn: asyncpg.Connection, q: CandidateQuery, vector: np.ndar
     # selective they are and fell back to scanning the whole table (75 ms against 13 ms).
     # Walking means the HNSW index: bitmap and sequential scans are the alternatives to rule out.
     walk_only = " SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off;" if walk else ""
-    await conn.execute(
-        "BEGIN READ ONLY; SET LOCAL plan_cache_mode = force_custom_plan;"
-        f" SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {int(q.ef_search)};"
-        f"{walk_only}"
-    )
     try:
+        await conn.execute(
+            "BEGIN READ ONLY; SET LOCAL plan_cache_mode = force_custom_plan;"
+            f" SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {int(q.ef_search)};"
+            f"{walk_only}"
+        )
         rows = await conn.fetch(dense_sql(where, exact), vector, q.depth, *filter_params)
+        await conn.execute("COMMIT")
     except asyncio.CancelledError:
-        raise  # the pool rolls back what a cancelled call leaves open as the connection returns
+        # Cancelled mid-statement, the connection cannot take a ROLLBACK until Postgres confirms
+        # the cancel; closing it ends the transaction (the pool opens a fresh one when needed).
+        conn.terminate()
+        raise
     except BaseException:
         with contextlib.suppress(Exception):  # a broken connection: the pool replaces it
             await conn.execute("ROLLBACK")
         raise
-    await conn.execute("COMMIT")
     return [r["id"] for r in rows]
 
 
