@@ -32,7 +32,7 @@ import numpy as np
 import onnxruntime as ort
 
 from hypermnesia.embedder_client import DOCUMENT, EmbedderClient
-from services.embedder.model import available_cores, pad_batch
+from services.embedder.model import available_cores
 from services.embedder.onnx_provider import OnnxProvider, default_workers
 from services.embedder.process import EmbedderProcess, start_embedder
 from services.embedder.provider import Prepared
@@ -81,15 +81,10 @@ class OnnxDefaults:
             str(onnx_path), sess_options=options, providers=["CPUExecutionProvider"]
         )
         self.prepare = provider.prepare
-        self._pad_id = provider.pad_id
-        self._inputs = {i.name for i in self.session.get_inputs()}
+        self._feeds = provider.feeds
 
     def embed(self, batch: list[Prepared]) -> np.ndarray:
-        ids, mask = pad_batch([p.ids or [] for p in batch], self._pad_id)
-        feeds = {"input_ids": ids, "attention_mask": mask}
-        if "token_type_ids" in self._inputs:
-            feeds["token_type_ids"] = np.zeros_like(ids)
-        (vectors,) = self.session.run(["embeddings"], feeds)
+        (vectors,) = self.session.run(["embeddings"], self._feeds(batch))
         return np.asarray(vectors)
 
 

@@ -138,11 +138,16 @@ class OnnxProvider:
             for t, e in zip(texts, encodings, strict=True)
         ]
 
-    def embed(self, batch: Sequence[Prepared]) -> np.ndarray:
+    def feeds(self, batch: Sequence[Prepared]) -> dict[str, np.ndarray]:
+        """The model's inputs for `batch`, padded to its longest row."""
         ids, mask = pad_batch([p.ids or [] for p in batch], self.pad_id)
         feeds = {"input_ids": ids, "attention_mask": mask}
         if self._wants_types:
             feeds["token_type_ids"] = np.zeros_like(ids)
+        return feeds
+
+    def embed(self, batch: Sequence[Prepared]) -> np.ndarray:
+        feeds = self.feeds(batch)
         with self._lock:
             alone = self._in_flight == 0
             self._in_flight += 1
