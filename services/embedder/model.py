@@ -3,6 +3,7 @@ safetensors are there (cached in the data dir), and run tokenizer + onnxruntime.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -118,16 +119,16 @@ def available_cores() -> int:
 
 
 class PinnedSession(ort.InferenceSession):
-    """A session whose threads each have a core of their own while it runs (when it uses every
-    core: see thread_cores).
+    """A session that keeps each of its threads on a core of its own while it runs, for a caller
+    that never runs it from two threads at once (OnnxProvider's wide session runs only when no
+    other batch does).
 
-    onnxruntime pins its pool workers (intra-op threads after the first) when the session is
-    built; the thread that calls run() does the first share of every parallel op, and run()
-    pins it to the core left over for the length of the call. Unpinned, a thread woken after an
-    idle spell was often put on the core of the thread that woke it, so the two took turns on one
-    core while the other stayed idle: in the service a batch-1 run after 20 ms without requests
-    took 8.5 ms on average, against 6.0 ms pinned and 4.3-4.7 ms back to back
-    (docs/PERFORMANCE.md, session 9).
+    load_session(pin=True) has onnxruntime pin the pool workers (the intra-op threads after the
+    first) as it builds the session; run() pins the calling thread, which does the first share of
+    every parallel op, to the core left over for the length of the call. Unpinned, a batch-1 run
+    after an idle spell took about twice as long, consistent with the two threads being woken onto
+    one core: in the service, after 20 ms without requests, 8.5 ms on average against 6.0 ms
+    pinned, and 4.3-4.7 ms with 1 ms between requests (docs/PERFORMANCE.md, session 9).
     """
 
     caller_cores: set[int] | None = None
@@ -140,29 +141,42 @@ class PinnedSession(ort.InferenceSession):
     ) -> list[Any]:
         if not self.caller_cores:
             return super().run(output_names, input_feed, run_options)
-        before = os.sched_getaffinity(0)
+        before: set[int] | None = os.sched_getaffinity(0)
         try:
             os.sched_setaffinity(0, self.caller_cores)  # this thread only (Linux)
         except OSError:  # the process's cores changed under us: run where we are
-            return super().run(output_names, input_feed, run_options)
+            before = None
         try:
             return super().run(output_names, input_feed, run_options)
         finally:
-            os.sched_setaffinity(0, before)
+            if before is not None:
+                with contextlib.suppress(OSError):  # cores withdrawn meanwhile: keep the result
+                    os.sched_setaffinity(0, before)
 
 
 def thread_cores(threads: int) -> list[int] | None:
     """A core for each of a session's intra-op threads, the caller's first, when the threads are
     as many as the process's cores. None for one thread (no pool worker to keep apart) and for any
     other count: fewer threads than cores is a user leaving cores to something else (a second
-    replica, the database), which pinning every session to the first cores would crowd; more
-    would stack threads on a core."""
+    replica, the database), which pinning to the first cores would crowd; more would stack
+    threads on a core."""
     cores = sorted(os.sched_getaffinity(0))
     return cores if 2 <= threads == len(cores) else None
 
 
-def load_session(path: Path, *, intra_op_threads: int = 0, inter_op_threads: int = 0) -> PinnedSession:
-    """A CPU session; 0 threads means the cores available to the process (cgroup/affinity aware)."""
+def worker_affinities(cores: list[int]) -> str:
+    """onnxruntime's `session.intra_op_thread_affinities` for a session on `cores`: one entry per
+    pool worker, `cores[1:]` (the caller, on cores[0], is not onnxruntime's to pin), with
+    processors numbered from 1."""
+    return ";".join(str(core + 1) for core in cores[1:])
+
+
+def load_session(
+    path: Path, *, intra_op_threads: int = 0, inter_op_threads: int = 0, pin: bool = False
+) -> PinnedSession:
+    """A CPU session; 0 threads means the cores available to the process (cgroup/affinity aware).
+    `pin` keeps its threads on cores of their own (PinnedSession) when it uses every core; only
+    for a session that is never run from two threads at once."""
     options = ort.SessionOptions()
     options.intra_op_num_threads = intra_op_threads or available_cores()
     options.inter_op_num_threads = inter_op_threads or available_cores()
@@ -175,11 +189,9 @@ def load_session(path: Path, *, intra_op_threads: int = 0, inter_op_threads: int
     options.add_session_config_entry("session.intra_op.allow_spinning", "1")
     options.add_session_config_entry("session.force_spinning_stop", "1")
     options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    cores = thread_cores(options.intra_op_num_threads)
-    if cores:  # onnxruntime numbers processors from 1
-        options.add_session_config_entry(
-            "session.intra_op_thread_affinities", ";".join(str(c + 1) for c in cores[1:])
-        )
+    cores = thread_cores(options.intra_op_num_threads) if pin else None
+    if cores:
+        options.add_session_config_entry("session.intra_op_thread_affinities", worker_affinities(cores))
     session = PinnedSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
     if cores:
         session.caller_cores = {cores[0]}

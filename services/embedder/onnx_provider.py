@@ -74,8 +74,9 @@ class OnnxProvider:
         pad = self.tokenizer.token_to_id("[PAD]")
         self.pad_id = 0 if pad is None else pad
         threads = intra_op_threads or available_cores()
+        # Pinned: it runs only when no other batch does, never from two threads at once.
         self.session = load_session(
-            files.onnx_path, intra_op_threads=threads, inter_op_threads=inter_op_threads
+            files.onnx_path, intra_op_threads=threads, inter_op_threads=inter_op_threads, pin=True
         )
         self.concurrency = max(1, workers)
         self._narrow: queue.SimpleQueue = queue.SimpleQueue()
