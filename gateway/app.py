@@ -11,10 +11,10 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway import rest_curation, rest_retrieval, rest_structure
 from gateway.auth import Authenticator
 from gateway.backends import Backends
 from gateway.errors import error_body, http_status
@@ -71,8 +71,10 @@ def create_app(settings: GatewaySettings, backends: Backends | None = None) -> F
     async def on_service_error(request: Request, exc: HypermnesiaError) -> JSONResponse:
         return JSONResponse(error_body(exc), status_code=http_status(exc))
 
+    # A route also builds its operation's request from the body plus the URL path (gateway.rest).
     @app.exception_handler(RequestValidationError)
-    async def on_bad_body(request: Request, exc: RequestValidationError) -> JSONResponse:
+    @app.exception_handler(ValidationError)
+    async def on_bad_request(request: Request, exc: RequestValidationError | ValidationError) -> JSONResponse:
         problems = []
         for err in exc.errors():
             where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
@@ -100,9 +102,6 @@ def create_app(settings: GatewaySettings, backends: Backends | None = None) -> F
         return PlainTextResponse(generate_latest().decode(), media_type=CONTENT_TYPE_LATEST)
 
     app.include_router(build_router())
-    app.include_router(rest_curation.build_router())
-    app.include_router(rest_retrieval.build_router())
-    app.include_router(rest_structure.build_router())
     app.mount("/", RequireToken(mcp_app, auth))
     return app
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import grpc
@@ -9,7 +10,7 @@ import grpc
 from hypermnesia.errors import HypermnesiaError
 from hypermnesia.grpc_client import open_channel
 from hypermnesia.grpc_server import SERVICE_ERROR_MARK
-from hypermnesia.v1 import curation_pb2_grpc, retrieval_pb2_grpc, structure_pb2_grpc
+from hypermnesia.v1 import common_pb2, curation_pb2_grpc, retrieval_pb2_grpc, structure_pb2_grpc
 
 
 class BackendError(HypermnesiaError):
@@ -17,7 +18,7 @@ class BackendError(HypermnesiaError):
 
     def __init__(self, code: grpc.StatusCode, message: str) -> None:
         super().__init__(message)
-        self.code = code  # type: ignore[misc]
+        self.code = code
 
 
 def _from_service(exc: grpc.aio.AioRpcError) -> bool:
@@ -54,6 +55,15 @@ class Backends:
             else:
                 message = exc.details() or code.name
             raise BackendError(code, message) from exc
+
+    async def live_settings(self) -> dict[str, str]:
+        """The settings retrieval and curation run with ("HM_NAME" -> value), asked of each: they may
+        run elsewhere, with another environment than the gateway's."""
+        answers = await asyncio.gather(
+            self.call(self.retrieval.GetLiveSettings, common_pb2.LiveSettingsRequest()),
+            self.call(self.curation.GetLiveSettings, common_pb2.LiveSettingsRequest()),
+        )
+        return {name: value for answer in answers for name, value in answer.values.items()}
 
     async def close(self) -> None:
         for channel in self._channels:

@@ -3,21 +3,26 @@ and registered tools, so it never drifts from how the server actually behaves.""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-
+from gateway.auth import Session
+from gateway.backends import Backends
+from gateway.fields import Request, field
+from hypermnesia.errors import InvalidArgument
 from hypermnesia.scopes import readable_scopes
-from hypermnesia.settings import CurationSettings, GatewaySettings, RetrievalSettings
+from hypermnesia.settings import GatewaySettings
 
-if TYPE_CHECKING:
-    from gateway.mcp_tools import ToolKit
+__all__ = ["SECTIONS", "Guide", "GuideRequest"]
 
 SECTIONS = ("claude_md", "setup", "session")
 
 
-def _claude_md(tools: list[str], retrieval: RetrievalSettings, curation: CurationSettings) -> str:
+def _claude_md(tools: list[str], live: dict[str, str]) -> str:
+    """The guidance, quoting the services' own settings (asked of them, not read from this process)."""
+
+    def setting(name: str) -> str:
+        return live.get(name, f"(unknown: the service did not report {name})")
+
     return "\n".join(
         [
             "## Memory (hypermnesia)",
@@ -27,15 +32,15 @@ def _claude_md(tools: list[str], retrieval: RetrievalSettings, curation: Curatio
             "- At the start of a task call `memory_context` (pass `path` before editing a file: it returns the rules "
             "that apply to that file).",
             "- Before answering about the user, the project or past decisions, call `memory_search(query)`. Results "
-            f"below cosine {retrieval.search_min_similarity:g}, or more than {retrieval.search_relative_cutoff:g} below "
-            "the best hit, are dropped unless they contain every query word.",
+            f"below cosine {setting('HM_SEARCH_MIN_SIMILARITY')}, or more than {setting('HM_SEARCH_RELATIVE_CUTOFF')} "
+            "below the best hit, are dropped unless they contain every query word.",
             "- When you learn a durable fact, preference or decision, call `memory_save(content, description)`: "
             "`description` is a one-line summary. A near-duplicate (combined similarity >= "
-            f"{curation.dedupe_threshold:g} and content agreement >= {curation.dedupe_content_threshold:g}) updates "
+            f"{setting('HM_DEDUPE_THRESHOLD')} and content agreement >= {setting('HM_DEDUPE_CONTENT_THRESHOLD')}) updates "
             "the existing memory instead (`created: false`).",
             "- When a fact changes, supersede it rather than saving a contradiction; the old version stays in its lineage.",
-            f"- `memory_forget` archives memories not recalled for {curation.forget_after_days:g} days with importance "
-            f"<= {curation.forget_importance_floor:g}; it is a dry run unless `apply: true`; `memory_restore` undoes it.",
+            f"- `memory_forget` archives memories not recalled for {setting('HM_FORGET_AFTER_DAYS')} days with "
+            f"importance <= {setting('HM_FORGET_IMPORTANCE_FLOOR')}; it is a dry run unless `apply: true`; `memory_restore` undoes it.",
             "- `memory_list` is a cheap index (descriptions, no bodies); `memory_get` fetches one memory.",
             "",
             "Tools on this server: " + ", ".join(f"`{t}`" for t in sorted(tools)) + ".",
@@ -83,18 +88,23 @@ def _setup(gateway: GatewaySettings) -> dict[str, Any]:
     }
 
 
-def register(mcp: MCPServer, kit: ToolKit, gateway: GatewaySettings) -> None:
-    retrieval = RetrievalSettings()
-    curation = CurationSettings()
+class GuideRequest(Request):
+    section: str | None = field(f"Only this section: one of {', '.join(SECTIONS)}; default all.", None)
 
-    @mcp.tool(structured_output=True)
-    async def memory_usage_guide(ctx: Context, section: str | None = None) -> dict[str, Any]:
-        """Setup snippets and a ready-to-write CLAUDE.md section generated from this server's live
-        settings and tools; `warnings` lists setup problems the server can observe."""
+
+class Guide:
+    """Setup snippets and a ready-to-write CLAUDE.md section generated from this server's live
+    settings and tools; `warnings` lists setup problems the server can observe."""
+
+    def __init__(self, gateway: GatewaySettings, tool_names: list[str]) -> None:
+        self.gateway = gateway
+        self.tool_names = tool_names
+
+    async def __call__(self, backends: Backends, session: Session, request: GuideRequest) -> dict[str, Any]:
+        section = request.section
         if section is not None and section not in SECTIONS:
-            raise ToolError(f"section must be one of {', '.join(SECTIONS)}")
-        session = await kit.run(lambda: _session(kit, ctx))
-        tools = [t.name for t in await mcp.list_tools()]
+            raise InvalidArgument(f"section must be one of {', '.join(SECTIONS)}")
+        settings = await backends.live_settings()
         warnings = []
         if session.project_source == "default":
             warnings.append(
@@ -102,8 +112,8 @@ def register(mcp: MCPServer, kit: ToolKit, gateway: GatewaySettings) -> None:
                 "not isolated. Add the header per project (see setup.mcp_json)."
             )
         out: dict[str, Any] = {
-            "claude_md": _claude_md(tools, retrieval, curation),
-            "setup": _setup(gateway),
+            "claude_md": _claude_md(self.tool_names, settings),
+            "setup": _setup(self.gateway),
             "session": {
                 "principal": session.principal.id,
                 "project_scope": session.project_scope,
@@ -115,7 +125,3 @@ def register(mcp: MCPServer, kit: ToolKit, gateway: GatewaySettings) -> None:
             out = {section: out[section]}
         out["warnings"] = warnings
         return out
-
-
-async def _session(kit: ToolKit, ctx: Context) -> Any:
-    return kit.session_of(ctx)

@@ -1,18 +1,30 @@
-"""The MCP tool surface (seed 001's `memory_*` tools), over the shared operations."""
+"""The MCP tool surface (seed 001's `memory_*` tools, task and structure tools, the usage guide).
+
+Each tool is an operation's request model and its function: the model is the tool's argument model,
+so its input schema is the model's JSON schema (the same one the OpenAPI document shows), with a
+flat, named parameter per field; the function's docstring is the tool's description.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, func_metadata
+from pydantic import BaseModel
 
-from gateway import mcp_curation, mcp_guide, mcp_retrieval, mcp_structure, operations
+from gateway import mcp_guide, memories, structure
 from gateway.auth import Authenticator, Session
 from gateway.backends import Backends
+from hypermnesia import __version__
 from hypermnesia.errors import HypermnesiaError
 from hypermnesia.settings import GatewaySettings
+
+__all__ = ["INSTRUCTIONS", "ToolKit", "build_mcp"]
 
 INSTRUCTIONS = (
     "hypermnesia is a long-term memory. Call memory_search before answering questions about the user, "
@@ -20,9 +32,11 @@ INSTRUCTIONS = (
     "decision (content = the fact, description = a one-line summary)."
 )
 
+Operation = Callable[[Backends, Session, Any], Awaitable[Any]]
+
 
 class ToolKit:
-    """What every tool module needs: the backends, the session of a call, and error mapping."""
+    """What every tool needs: the backends and the session of a call."""
 
     def __init__(
         self, backends: Backends, auth: Authenticator, stdio_headers: Mapping[str, str] | None = None
@@ -37,13 +51,59 @@ class ToolKit:
         headers = ctx.headers if ctx.headers is not None else self.stdio_headers
         return self.auth.session({k.lower(): v for k, v in headers.items()})
 
-    @staticmethod
-    async def run(coro_factory: Any) -> Any:
-        """Await the operation; a service error becomes an MCP tool error with its message."""
+
+class _ModelArguments(ArgModelBase):
+    """The SDK validates a call's arguments with the tool's argument model and hands the function its
+    fields one level deep; a model tool takes the validated request model whole instead."""
+
+    def model_dump_one_level(self) -> dict[str, Any]:
+        return {"request": self}
+
+
+def _structured_output(name: str, returns: Any) -> Any:
+    """The SDK's own structured-output metadata for a tool whose answer is of type `returns`."""
+
+    def answer() -> None: ...
+
+    answer.__name__ = name
+    answer.__signature__ = inspect.Signature(return_annotation=returns)  # type: ignore[attr-defined]
+    return func_metadata(answer, structured_output=True)
+
+
+def model_tool(
+    kit: ToolKit,
+    name: str,
+    model: type[BaseModel],
+    operation: Operation,
+    *,
+    returns: Any = dict[str, Any],
+    answer: Callable[[Any], Any] = lambda out: out,
+) -> Tool:
+    """A tool whose parameters are `model`'s fields and whose call is `operation`; `answer` picks
+    what the tool returns from the operation's result (of type `returns`)."""
+    arguments: type[BaseModel] = type(
+        f"{name}_arguments", (model, _ModelArguments), {"__doc__": model.__doc__}
+    )
+
+    async def run(request: BaseModel, ctx: Context) -> Any:
         try:
-            return await coro_factory()
+            return answer(await operation(kit.backends, kit.session_of(ctx), request))
         except HypermnesiaError as exc:
             raise ToolError(exc.message) from exc
+
+    metadata = _structured_output(name, returns)
+    metadata.arg_model = arguments
+    return Tool(
+        fn=run,
+        name=name,
+        title=None,
+        description=inspect.cleandoc(operation.__doc__ or ""),
+        parameters=arguments.model_json_schema(by_alias=True),
+        fn_metadata=metadata,
+        is_async=True,
+        context_kwarg="ctx",
+        annotations=None,
+    )
 
 
 def build_mcp(
@@ -52,86 +112,33 @@ def build_mcp(
     settings: GatewaySettings,
     stdio_headers: Mapping[str, str] | None = None,
 ) -> MCPServer:
-    mcp = MCPServer(name="hypermnesia", instructions=INSTRUCTIONS, version="0.1.0")
     kit = ToolKit(backends, auth, stdio_headers)
-    session_of, run = kit.session_of, kit.run
-
-    @mcp.tool(structured_output=True)
-    async def memory_save(
-        content: str,
-        description: str,
-        ctx: Context,
-        scope: str | None = None,
-        type: str | None = None,
-        tags: list[str] | None = None,
-        metadata: dict[str, Any] | None = None,
-        importance: float | None = None,
-    ) -> dict[str, Any]:
-        """Store a memory. Updates a near-duplicate instead of inserting (created: false).
-
-        content: the fact itself. description: a one-line summary used for ranking and listing.
-        scope defaults to this session's project; tags, metadata and importance (0-10) are optional.
-        """
-        return await run(
-            lambda: operations.save(
-                backends,
-                session_of(ctx),
-                content=content,
-                description=description,
-                scope=scope,
-                type=type,
-                tags=tags,
-                metadata=metadata,
-                importance=importance,
-            )
-        )
-
-    @mcp.tool(structured_output=True)
-    async def memory_search(
-        query: str,
-        ctx: Context,
-        scope: str | None = None,
-        tags: list[str] | None = None,
-        k: int = operations.DEFAULT_K,
-        min_similarity: float | None = None,
-        relative_cutoff: float | None = None,
-        topic: str | None = None,
-        topic_only: bool = False,
-    ) -> list[dict[str, Any]]:
-        """Recall memories by meaning (hybrid semantic + keyword). Each result carries `similarity`
-        (cosine 0-1), the blended `score` and the signals in it (`entity_overlap`, `active_task`,
-        `topic_match`). Searches this project plus shared scopes by default. `topic` prefers
-        memories filed under that topic; with `topic_only` it returns only those."""
-
-        async def go() -> list[dict[str, Any]]:
-            results, degraded = await operations.search(
-                backends,
-                session_of(ctx),
-                query=query,
-                scope=scope,
-                tags=tags,
-                k=k,
-                min_similarity=min_similarity,
-                relative_cutoff=relative_cutoff,
-                topic=topic,
-                topic_only=topic_only,
-            )
-            if degraded:
-                # Never silently half-answer: say what was missing in every result.
-                for item in results:
-                    item["degraded"] = degraded
-            return results
-
-        return await run(go)
-
-    @mcp.tool(structured_output=True)
-    async def memory_get(memory_id: str, ctx: Context) -> dict[str, Any]:
-        """Fetch one memory by id."""
-        return await run(lambda: operations.get(backends, session_of(ctx), memory_id))
-
-    # Tools of the other areas live beside their operations.
-    mcp_curation.register(mcp, kit)
-    mcp_retrieval.register(mcp, kit)
-    mcp_structure.register(mcp, kit)
-    mcp_guide.register(mcp, kit, settings)
-    return mcp
+    m = memories
+    tools = [
+        model_tool(kit, "memory_save", m.SaveMemory, m.save),
+        model_tool(
+            kit,
+            "memory_search",
+            m.SearchMemories,
+            m.search,
+            returns=list[dict[str, Any]],
+            # REST answers {results, degraded}; a tool answers the list, each hit saying what was missing.
+            answer=lambda out: out["results"],
+        ),
+        model_tool(kit, "memory_get", m.MemoryRef, m.get),
+        model_tool(kit, "memory_update", m.UpdateMemory, m.update),
+        model_tool(kit, "memory_delete", m.MemoryRef, m.delete),
+        model_tool(kit, "memory_forget", m.ForgetMemories, m.forget),
+        model_tool(kit, "memory_restore", m.MemoryRef, m.restore),
+        model_tool(kit, "memory_supersede", m.SupersedeMemory, m.supersede),
+        model_tool(kit, "task_decide", m.DecideTask, m.decide_task),
+        model_tool(kit, "memory_list", m.ListMemories, m.list_memories),
+        model_tool(kit, "memory_lineage", m.MemoryRef, m.lineage),
+        model_tool(kit, "memory_stats", m.MemoryStats, m.stats),
+        model_tool(kit, "memory_context", m.GetContext, m.assemble_context),
+        model_tool(kit, "project_map", structure.ProjectMap, structure.project_map),
+        model_tool(kit, "rules_for_path", structure.ResolvePath, structure.resolve),
+    ]
+    guide = mcp_guide.Guide(settings, tool_names=[t.name for t in tools] + ["memory_usage_guide"])
+    tools.append(model_tool(kit, "memory_usage_guide", mcp_guide.GuideRequest, guide))
+    return MCPServer(name="hypermnesia", instructions=INSTRUCTIONS, version=__version__, tools=tools)

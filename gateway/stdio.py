@@ -44,7 +44,10 @@ async def serve_stdio(settings: GatewaySettings, *, token: str, project: str) ->
         # stdout carries the protocol; everything said to a person goes to stderr.
         log.info(
             "MCP over stdio as %s in %s (services at %s, %s)",
-            session.principal.id, session.project_scope, settings.retrieval_address, settings.curation_address,
+            session.principal.id,
+            session.project_scope,
+            settings.retrieval_address,
+            settings.curation_address,
         )
         await mcp.run_stdio_async()
     finally:

@@ -7,8 +7,11 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from hypermnesia import db
+from hypermnesia.embedded_pg import EmbeddedPostgres, resolve_database_url
 from hypermnesia.embedder_client import EmbedderClient
+from hypermnesia.migrator import migrate
+from hypermnesia.pin import ensure_embedding_pin
+from hypermnesia.pool import connect_pool
 from hypermnesia.settings import EmbedderClientSettings
 
 log = logging.getLogger(__name__)
@@ -17,18 +20,18 @@ log = logging.getLogger(__name__)
 @dataclass
 class Store:
     pool: asyncpg.Pool
-    embedded: db.EmbeddedPostgres | None
+    embedded: EmbeddedPostgres | None
 
     async def close(self) -> None:
         await self.pool.close()
 
 
 async def open_store(settings: EmbedderClientSettings) -> Store:
-    url, embedded = db.resolve_database_url(
+    url, embedded = resolve_database_url(
         settings.database_url, settings.data_dir, settings.pg_shared_buffers_mb
     )
-    pool = await db.connect_pool(url, max_size=settings.db_pool_size)
-    await db.migrate(pool)
+    pool = await connect_pool(url, max_size=settings.db_pool_size)
+    await migrate(pool)
     return Store(pool, embedded)
 
 
@@ -36,5 +39,5 @@ async def connect_embedder(settings: EmbedderClientSettings, pool: asyncpg.Pool)
     """Wait for the embedder, then pin its model in the store or refuse a different one."""
     client = EmbedderClient(settings.embedder_address)
     info = await client.wait_for_info(settings.startup_timeout_s)
-    await db.ensure_embedding_pin(pool, info.model_id, info.dimension)
+    await ensure_embedding_pin(pool, info.model_id, info.dimension)
     return client

@@ -51,7 +51,9 @@ class EmbedderClient:
             self.model_id, self.dimension = info.model_id, info.dimension
             return info
 
-    async def embed(self, texts: list[str], input_type: int, timeout_s: float) -> np.ndarray:
+    async def embed(
+        self, texts: list[str], input_type: embedder_pb2.InputType, timeout_s: float
+    ) -> np.ndarray:
         """One float32 row per text. Raises Unavailable when the embedder cannot answer in time.
         A busy embedder (RESOURCE_EXHAUSTED) is retried with backoff while the deadline allows,
         which also moves the call on to the next replica."""

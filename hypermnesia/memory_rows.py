@@ -1,4 +1,5 @@
-"""The one mapping between a `memories` row and the `Memory` message (both services use it)."""
+"""The memory row, in one place: its columns, what "live" means, the walk along a supersede chain,
+and the one mapping between a `memories` row and the `Memory` message (both services use them)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,127 @@ from google.protobuf import struct_pb2, timestamp_pb2
 
 from hypermnesia.v1 import common_pb2
 
-# Columns every read selects (never the embedding or the tsvector).
-MEMORY_COLUMNS = (
-    "id, owner_id, scope, type, kind, content, description, tags, metadata, importance, "
-    "created_at, updated_at, last_accessed_at, archived_at, expires_at, decay_class, access_count, "
-    "supersedes, superseded_by, source_ref, repo, thread_id"
-)
+__all__ = [
+    "COLUMNS",
+    "MAX_CHAIN",
+    "MEMORY_COLUMNS",
+    "READ_COLUMNS",
+    "chain_sql",
+    "is_live",
+    "live_sql",
+    "memory_columns",
+    "memory_from_row",
+    "predecessors_sql",
+    "struct_from",
+]
+
+# Every curated column -> the type its JSON form takes (services/curation/memory_fields.py), in
+# INSERT order: what copies a memory whole (raw-log payloads, export/import, rebuild). The
+# embedding and the generated tsvector are never part of it: vectors belong to a model, not to
+# the memory.
+COLUMNS: dict[str, str] = {
+    "id": "uuid",
+    "scope": "text",
+    "repo": "text",
+    "owner_id": "text",
+    "type": "text",
+    "kind": "text",
+    "description": "text",
+    "content": "text",
+    "tags": "list",
+    "metadata": "json",
+    "importance": "float",
+    "decay_class": "text",
+    "created_at": "time",
+    "updated_at": "time",
+    "last_accessed_at": "time",
+    "archived_at": "time",
+    "expires_at": "time",
+    "access_count": "int",
+    "valid_from": "time",
+    "valid_to": "time",
+    "supersedes": "uuid",
+    "superseded_by": "uuid",
+    "source_ref": "text",
+    "thread_id": "text",
+    "ordinal": "int",
+    "path": "text",
+    "heading_path": "list",
+    "state_key": "text",
+}
+
+# The columns every read selects: the fields of the `Memory` message (memory_from_row).
+READ_COLUMNS: tuple[str, ...] = (
+    "id", "owner_id", "scope", "type", "kind", "content", "description", "tags", "metadata", "importance",
+    "created_at", "updated_at", "last_accessed_at", "archived_at", "expires_at", "decay_class", "access_count",
+    "supersedes", "superseded_by", "source_ref", "repo", "thread_id",
+)  # fmt: skip
+
+
+def memory_columns(alias: str = "") -> str:
+    """READ_COLUMNS as a select list, each qualified by `alias` when one is given."""
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(prefix + c for c in READ_COLUMNS)
+
+
+MEMORY_COLUMNS = memory_columns()
+
+
+def live_sql(alias: str = "") -> str:
+    """The condition a live memory meets: not archived, not superseded, not expired.
+
+    One meaning for every read and write that asks (search, get, context, stats, thread
+    neighbours, the active-task signal, dedupe, forgetting): an expired working memory is gone
+    as soon as its TTL passes, not when a sweep gets round to it. Were it still live for dedupe, a
+    new save would merge into the expired row and vanish with it (the row stays expired); counted
+    live in stats, it would be a memory that no search can find; as a thread neighbour, a turn the
+    caller cannot read. `now()` is not immutable, so the partial indexes on liveness
+    (memories_scope_idx, memories_open_tasks_idx) hold the first two conditions only; a query
+    with the full condition still uses them, since it implies theirs."""
+    a = f"{alias}." if alias else ""
+    return (
+        f"{a}archived_at IS NULL AND {a}superseded_by IS NULL"
+        f" AND ({a}expires_at IS NULL OR {a}expires_at > now())"
+    )
+
+
+def is_live(row: Mapping[str, Any], now: datetime) -> bool:
+    """live_sql for a row already read (with archived_at, superseded_by and expires_at)."""
+    expires = row["expires_at"]
+    return row["archived_at"] is None and row["superseded_by"] is None and (expires is None or expires > now)
+
+
+# A chain is longer than this only through a bug (each link is a correction someone made), and
+# the walk stops there instead of running away; CYCLE guards against a loop written by hand.
+MAX_CHAIN = 10_000
+
+
+def _walk(name: str, link: str) -> str:
+    """A recursive CTE `name(id, step)` from memory $1 along `link` (supersedes: back, steps
+    0, -1, ...; superseded_by: forward, 0, 1, ...)."""
+    sign = "-" if link == "supersedes" else "+"
+    return (
+        f"{name}(id, step) AS ("
+        f" SELECT id, 0 FROM memories WHERE id = $1"
+        f" UNION ALL SELECT m.{link}, w.step {sign} 1 FROM {name} w JOIN memories m ON m.id = w.id"
+        f" WHERE m.{link} IS NOT NULL AND abs(w.step) < {MAX_CHAIN}"
+        f") CYCLE id SET {name}_cycle USING {name}_path"
+    )
+
+
+def chain_sql(columns: str) -> str:
+    """Every memory on the supersede chain through memory $1, oldest first; `columns` over alias m."""
+    return (
+        f"WITH RECURSIVE {_walk('back', 'supersedes')}, {_walk('forward', 'superseded_by')},"
+        " chain AS (SELECT id, step FROM back WHERE NOT back_cycle"
+        " UNION SELECT id, step FROM forward WHERE NOT forward_cycle)"
+        f" SELECT {columns} FROM chain c JOIN memories m ON m.id = c.id ORDER BY c.step"
+    )
+
+
+def predecessors_sql() -> str:
+    """Whether memory $2 is memory $1 or one of its predecessors (the same walk, back only)."""
+    return f"WITH RECURSIVE {_walk('back', 'supersedes')} SELECT coalesce(bool_or(id = $2), false) FROM back"
 
 
 def _ts(value: datetime | None) -> timestamp_pb2.Timestamp | None:

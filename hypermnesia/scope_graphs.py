@@ -18,7 +18,7 @@ import logging
 
 import asyncpg
 
-from hypermnesia.db import advisory_lock
+from hypermnesia.pool import advisory_lock
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,9 @@ async def ensure(pool: asyncpg.Pool, min_rows: int) -> list[str]:
             PREFIX + "%",
         ):
             log.warning("dropping the invalid scope graph %s (an interrupted build)", index["relname"])
-            await conn.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{index["relname"]}"', timeout=_BUILD_TIMEOUT_S)
+            await conn.execute(
+                f'DROP INDEX CONCURRENTLY IF EXISTS "{index["relname"]}"', timeout=_BUILD_TIMEOUT_S
+            )
         wanted = await conn.fetch(
             "SELECT scope, docs FROM lexical_scope WHERE docs >= $1"
             " AND docs < $2 * (SELECT sum(docs) FROM lexical_scope) ORDER BY docs DESC",

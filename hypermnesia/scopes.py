@@ -7,9 +7,11 @@ otherwise free-form strings; `validation.check_scope` bounds their shape.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from hypermnesia.errors import PermissionDenied
 
@@ -51,12 +53,42 @@ def token_table(raw: Mapping[str, Mapping[str, Any]]) -> dict[str, Principal]:
     }
 
 
-def project_scope_for_root(root_uri: str) -> str:
-    """`project:<dirname>-<hash>` for an MCP workspace root (seed 001's step 2)."""
-    path = root_uri.removeprefix("file://").rstrip("/")
+_SLUG_RUN = re.compile(r"[^a-z0-9._-]+")
+
+
+def project_slug(name: str) -> str:
+    """A project name as a scope-safe slug: lower case, anything outside [a-z0-9._-] folded to
+    '-', trimmed. A leading `project:` is dropped, so a slug of a slug is itself."""
+    text = name.strip().removeprefix(PROJECT_PREFIX).lower()
+    return _SLUG_RUN.sub("-", text).strip("-.") or "root"
+
+
+def project_scope(name: str) -> str:
+    """`project:<slug>` for a project named by the X-Hypermnesia-Project header (seed 001's step 1)."""
+    return PROJECT_PREFIX + project_slug(name)
+
+
+def root_path(root_uri: str) -> str:
+    """The filesystem path of a workspace root given as a file:// URI (or as a plain path)."""
+    if root_uri.startswith("file://"):
+        parsed = urlsplit(root_uri)
+        path = unquote(parsed.path)
+    else:
+        path = root_uri
+    return path.rstrip("/") or "/"
+
+
+def project_name_for_root(root_uri: str) -> str:
+    """`<slug of basename>-<first 8 hex of sha256(path)>`: two checkouts with the same folder name
+    stay apart, and a hook started in the same folder names the same project (seed 001's step 2)."""
+    path = root_path(root_uri)
     name = path.rsplit("/", 1)[-1] or "root"
     digest = hashlib.sha256(path.encode()).hexdigest()[:8]
-    return f"{PROJECT_PREFIX}{name}-{digest}"
+    return f"{project_slug(name)}-{digest}"
+
+
+def project_scope_for_root(root_uri: str) -> str:
+    return PROJECT_PREFIX + project_name_for_root(root_uri)
 
 
 def readable_scopes(principal: Principal, project_scope: str) -> list[str]:

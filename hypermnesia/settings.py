@@ -43,7 +43,7 @@ class CommonSettings(BaseSettings):
     startup_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 120.0
     db_pool_size: Annotated[int, Field(gt=0, le=200)] = 10
     # The embedded Postgres's buffer cache; 0 = a quarter of the machine's memory, at most 4 GiB
-    # (hypermnesia/db.py). Applies when that server starts; not to HM_DATABASE_URL's server.
+    # (hypermnesia/embedded_pg.py). Applies when that server starts; not to HM_DATABASE_URL's server.
     pg_shared_buffers_mb: Annotated[int, Field(ge=0, le=1_048_576)] = 0
 
     @field_validator("database_url")
@@ -112,7 +112,9 @@ class EmbedderSettings(CommonSettings):
     @classmethod
     def _model_dir_exists(cls, value: Path | None) -> Path | None:
         if value is not None and not value.is_dir():
-            raise ValueError(f"{value} is not a folder; point it at a folder holding model.onnx + tokenizer.json")
+            raise ValueError(
+                f"{value} is not a folder; point it at a folder holding model.onnx + tokenizer.json"
+            )
         return value
 
     @model_validator(mode="after")
@@ -238,9 +240,15 @@ class GatewaySettings(CommonSettings):
 
 
 def describe_settings_error(exc: ValidationError) -> str:
-    """One line per bad setting, naming the environment variable."""
+    """One line per bad setting, naming the environment variable (a check across several settings
+    names them in its own message)."""
     lines = []
     for err in exc.errors():
-        name = "HM_" + "_".join(str(p) for p in err["loc"]).upper()
-        lines.append(f"{name}: {err['msg']}")
+        message = str(err["msg"]).removeprefix("Value error, ")
+        if err["loc"]:
+            lines.append("HM_" + "_".join(str(p) for p in err["loc"]).upper() + ": " + message)
+        else:
+            lines.append(message)
+    if len(lines) == 1:
+        return "invalid settings: " + lines[0]
     return "invalid settings:\n  " + "\n  ".join(lines)

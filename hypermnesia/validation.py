@@ -1,14 +1,51 @@
-"""Input limits and checks shared by the gateway (first line) and the services (re-checked).
+"""Input limits and checks. The services enforce them (they are the validation authority: a
+check holds whoever calls); the gateway reads the limits to state them in its schemas.
 
 Every limit here is documented in the README's "Limits" table; change both together.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import unicodedata
+import uuid
+from typing import Any
 
 from hypermnesia.errors import InvalidArgument
+
+__all__ = [
+    "IMPORTANCE_RANGE",
+    "KINDS",
+    "MAX_CONTENT_CHARS",
+    "MAX_DESCRIPTION_CHARS",
+    "MAX_FORGET_LIMIT",
+    "MAX_IMPORT_RECORDS",
+    "MAX_LAYER_BUDGET",
+    "MAX_LIST_LIMIT",
+    "MAX_METADATA_BYTES",
+    "MAX_QUERY_CHARS",
+    "MAX_RECORD_QUERY_LIMIT",
+    "MAX_REF_CHARS",
+    "MAX_SCOPE_CHARS",
+    "MAX_STATS_DAYS",
+    "MAX_TAGS",
+    "MAX_TAG_CHARS",
+    "MAX_TYPE_CHARS",
+    "check_content",
+    "check_description",
+    "check_importance",
+    "check_k",
+    "check_kind",
+    "check_limit",
+    "check_metadata",
+    "check_query",
+    "check_scope",
+    "check_tags",
+    "check_topic",
+    "check_type",
+    "parse_id",
+]
 
 MAX_CONTENT_CHARS = 65_536
 MAX_DESCRIPTION_CHARS = 1_000
@@ -20,6 +57,13 @@ MAX_TYPE_CHARS = 100
 MAX_REF_CHARS = 500  # source refs, thread and topic ids
 MAX_METADATA_BYTES = 16_384
 IMPORTANCE_RANGE = (0.0, 10.0)
+# Counts one request may ask for (each is checked by the service that answers it).
+MAX_LIST_LIMIT = 500  # retrieval: List
+MAX_STATS_DAYS = 3650  # retrieval: Stats
+MAX_LAYER_BUDGET = 32_000  # retrieval: AssembleContext, tokens per layer
+MAX_FORGET_LIMIT = 1000  # curation: Forget (memories listed)
+MAX_RECORD_QUERY_LIMIT = 10_000  # curation: QueryRecords
+MAX_IMPORT_RECORDS = 5000  # curation: ImportRecords
 KINDS = ("core", "working", "episodic", "semantic", "procedural", "document")
 
 
@@ -124,7 +168,9 @@ def check_topic(topic: str) -> str:
     """A search's active topic: compared with the topic_id records were filed under."""
     _check_text(topic, "topic")
     if len(topic) > MAX_REF_CHARS or _has_control(topic):
-        raise InvalidArgument(f"topic must be at most {MAX_REF_CHARS} printable characters, like a record's topic_id")
+        raise InvalidArgument(
+            f"topic must be at most {MAX_REF_CHARS} printable characters, like a record's topic_id"
+        )
     return topic
 
 
@@ -132,3 +178,31 @@ def check_k(k: int, max_k: int) -> int:
     if not 1 <= k <= max_k:
         raise InvalidArgument(f"k must be between 1 and {max_k} (HM_SEARCH_MAX_K); got {k}")
     return k
+
+
+def parse_id(value: str, what: str = "memory") -> uuid.UUID:
+    """A memory's (or record's, task's: `what`) id from a request."""
+    try:
+        return uuid.UUID(value)
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise InvalidArgument(f"{str(value)[:60]!r} is not a {what} id (a UUID)") from exc
+
+
+def check_metadata(metadata: Any, field: str = "metadata") -> dict[str, Any]:
+    """A JSON object of at most MAX_METADATA_BYTES, measured as compact UTF-8 JSON."""
+    if not isinstance(metadata, dict):
+        raise InvalidArgument(f'{field} must be a JSON object (e.g. {{"source": "chat"}})')
+    size = len(json.dumps(metadata, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    if size > MAX_METADATA_BYTES:
+        raise InvalidArgument(
+            f"{field} is {size:,} bytes as JSON; the limit is {MAX_METADATA_BYTES:,} (MAX_METADATA_BYTES). "
+            "Keep large data in the content, or store a reference to it"
+        )
+    return metadata
+
+
+def check_limit(limit: int, high: int, field: str = "limit") -> int:
+    """A count a request asks for: 1 to `high` (one of the MAX_*_LIMIT above)."""
+    if not 1 <= limit <= high:
+        raise InvalidArgument(f"{field} must be between 1 and {high}; got {limit}")
+    return limit

@@ -8,7 +8,6 @@ no rewriting. Run with the pinned grpcio-tools from the `dev` extra: `python scr
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from grpc_tools import protoc
@@ -50,4 +49,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -14,9 +14,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from hypermnesia.db import EmbeddedPostgres
-from hypermnesia.local_stack import create_database as _create_database
-from hypermnesia.local_stack import embedder_server, local_stack
+from hypermnesia.embedded_pg import EmbeddedPostgres
+from tooling.local_stack import create_database as _create_database
+from tooling.local_stack import embedder_server, local_stack
 
 TOKENS = {
     "alice-token": {"principal": "alice", "scopes": ["user:alice", "project:*", "shared"]},

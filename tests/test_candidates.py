@@ -11,7 +11,10 @@ import asyncpg
 import numpy as np
 import pytest
 
-from hypermnesia import db, scope_graphs
+from hypermnesia import scope_graphs
+from hypermnesia.migrator import migrate
+from hypermnesia.pin import ensure_embedding_pin
+from hypermnesia.pool import connect_pool
 from hypermnesia.settings import RetrievalSettings
 from services.retrieval import repo
 from services.retrieval.filters import Prefilter
@@ -38,9 +41,9 @@ ROWS = [
 
 @pytest.fixture
 async def pool(pg_server_url: str) -> asyncpg.Pool:
-    pool = await db.connect_pool(await create_database(pg_server_url))
-    await db.migrate(pool)
-    await db.ensure_embedding_pin(pool, "test-model", 3)
+    pool = await connect_pool(await create_database(pg_server_url))
+    await migrate(pool)
+    await ensure_embedding_pin(pool, "test-model", 3)
     now = datetime.now(UTC)
     rng = np.random.default_rng(0)
     for scope, kind, content in ROWS:
@@ -218,7 +221,9 @@ async def test_a_large_scope_gets_its_own_graph_and_single_scope_searches_use_it
         assert scope_graphs.name("a") in plan
     async with pool.acquire() as conn:
         ids = await repo.dense_leg(conn, query, vector, repo.ScopeSizes(ttl_s=0))
-    exact = await pool.fetch("SELECT id FROM memories WHERE scope = 'a' ORDER BY (embedding <=> $1) + 0", vector)
+    exact = await pool.fetch(
+        "SELECT id FROM memories WHERE scope = 'a' ORDER BY (embedding <=> $1) + 0", vector
+    )
     assert ids == [r["id"] for r in exact]
 
     await pool.execute(

@@ -20,28 +20,50 @@ MAP = Path(__file__).resolve().parent.parent / "deploy" / "examples" / "hypermne
 async def ctx_stack(stack: Stack) -> Stack:
     async with httpx.AsyncClient(base_url=stack.base_url, headers=HEADERS, timeout=60) as http:
         saves = [
-            ("Deploys go through the release checklist: tests, tag, build image, helm upgrade", "deploy procedure",
-             "procedural"),
+            (
+                "Deploys go through the release checklist: tests, tag, build image, helm upgrade",
+                "deploy procedure",
+                "procedural",
+            ),
             ("The user is Alice, a backend engineer who prefers concise answers", "who the user is", "core"),
             ("Never push directly to main; open a pull request", "branch rule", "core"),
             ("The payments service was migrated to Postgres 17 in March", "payments migration", "semantic"),
             ("Alice is halfway through refactoring the ingestion pipeline", "current work", "working"),
         ]
         for i in range(30):
-            saves.append((f"Incident {i}: the nightly batch job {i} timed out because the queue backed up "
-                          f"behind export number {i * 7}", f"incident {i}", "episodic"))
+            saves.append(
+                (
+                    f"Incident {i}: the nightly batch job {i} timed out because the queue backed up "
+                    f"behind export number {i * 7}",
+                    f"incident {i}",
+                    "episodic",
+                )
+            )
         for content, description, kind in saves:
-            response = await http.post("/memories", json={"content": content, "description": description,
-                                                          "kind": kind})
+            response = await http.post(
+                "/memories", json={"content": content, "description": description, "kind": kind}
+            )
             assert response.status_code == 200, response.text
         base = datetime(2025, 1, 1, tzinfo=UTC)
-        turns = [{"type": "conversation", "scope": "project:ctx", "content": f"Alice: step {i} of the rollout",
-                  "source_ref": f"roll-{i}", "thread_id": "rollout",
-                  "created_at": (base + timedelta(minutes=i)).isoformat()} for i in range(8)]
+        turns = [
+            {
+                "type": "conversation",
+                "scope": "project:ctx",
+                "content": f"Alice: step {i} of the rollout",
+                "source_ref": f"roll-{i}",
+                "thread_id": "rollout",
+                "created_at": (base + timedelta(minutes=i)).isoformat(),
+            }
+            for i in range(8)
+        ]
         response = await http.post("/records/import", json={"records": turns})
         assert response.status_code == 200, response.text
-        response = await http.post("/map/ctx", content=MAP.read_text(), params={"name": MAP.name},
-                                   headers={"content-type": "application/yaml"})
+        response = await http.post(
+            "/map/ctx",
+            content=MAP.read_text(),
+            params={"name": MAP.name},
+            headers={"content-type": "application/yaml"},
+        )
         assert response.status_code == 200, response.text
     return stack
 
@@ -54,9 +76,22 @@ async def _context(stack: Stack, **body) -> dict:
 
 
 async def test_layers_stay_within_budgets_counted_by_the_tokenizer(ctx_stack: Stack) -> None:
-    budgets = {"procedural": 40, "project": 60, "memories": 90, "documents": 30, "recent": 50, "path_rules": 80}
-    body = await _context(ctx_stack, query="why did the nightly batch job time out", budgets=budgets,
-                          thread_id="rollout", path="services/retrieval/search.py", repo="ctx")
+    budgets = {
+        "procedural": 40,
+        "project": 60,
+        "memories": 90,
+        "documents": 30,
+        "recent": 50,
+        "path_rules": 80,
+    }
+    body = await _context(
+        ctx_stack,
+        query="why did the nightly batch job time out",
+        budgets=budgets,
+        thread_id="rollout",
+        path="services/retrieval/search.py",
+        repo="ctx",
+    )
     client = EmbedderClient(ctx_stack.embedder_address)
     try:
         for name, layer in body["layers"].items():
@@ -117,3 +152,23 @@ async def test_bad_context_input(ctx_stack: Stack, body: dict, fragment: str) ->
         response = await http.post("/records/context", json=body)
     assert response.status_code == 400, response.text
     assert fragment in response.json()["error"]["message"]
+
+
+async def test_a_context_call_with_a_query_logs_one_search(ctx_stack: Stack) -> None:
+    """Three layers search (procedural, memories, documents), but the caller asked one question:
+    one search_log row, with the hits of all three."""
+    query = "which export held up the nightly batch job queue"
+    body = await _context(ctx_stack, query=query)
+    cited = sum(
+        len(layer["cited_ids"])
+        for name, layer in body["layers"].items()
+        if name in ("procedural", "memories")
+    )
+    await ctx_stack.searcher.drain()  # search_log rows are written off the hot path
+    logged = await ctx_stack.pool.fetch(
+        "SELECT k, hits, principal, scopes FROM search_log WHERE query = $1", query
+    )
+    assert len(logged) == 1
+    row = logged[0]
+    assert row["k"] == 20 + 30 + 20 and row["hits"] >= cited > 0
+    assert row["principal"] == "alice" and "project:ctx" in row["scopes"]

@@ -27,11 +27,19 @@ class Result:
     err: str
 
 
-async def cli(database_url: str, data_dir: Path, *args: str, stdin: bytes | None = None, **env: str) -> Result:
+async def cli(
+    database_url: str, data_dir: Path, *args: str, stdin: bytes | None = None, **env: str
+) -> Result:
     environment = {**os.environ, "HM_DATABASE_URL": database_url, "HM_DATA_DIR": str(data_dir), **env}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "hypermnesia", *args, env=environment,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "hypermnesia",
+        *args,
+        env=environment,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await proc.communicate(stdin)
     return Result(proc.returncode or 0, out.decode(), err.decode())
@@ -41,24 +49,58 @@ async def _seed(stack: Stack) -> list[dict]:
     """A few memories through every kind of write."""
     async with httpx.AsyncClient(base_url=stack.base_url, headers=ALICE, timeout=60) as http:
         saved = []
-        for i, text in enumerate([
-            "The release train leaves every second Tuesday", "Grafana lives at grafana.internal:3000",
-            "Use ruff for linting and formatting", "The on-call rotation changes on Mondays",
-            "The coffee machine is on the third floor",
-        ]):
-            saved.append((await http.post("/memories", json={"content": text, "description": f"fact {i}",
-                                                             "tags": ["seed"], "metadata": {"i": i}})).json()["memory"])
+        for i, text in enumerate(
+            [
+                "The release train leaves every second Tuesday",
+                "Grafana lives at grafana.internal:3000",
+                "Use ruff for linting and formatting",
+                "The on-call rotation changes on Mondays",
+                "The coffee machine is on the third floor",
+            ]
+        ):
+            saved.append(
+                (
+                    await http.post(
+                        "/memories",
+                        json={
+                            "content": text,
+                            "description": f"fact {i}",
+                            "tags": ["seed"],
+                            "metadata": {"i": i},
+                        },
+                    )
+                ).json()["memory"]
+            )
         await http.patch(f"/memories/{saved[0]['id']}", json={"importance": 6})
-        await http.post(f"/memories/{saved[1]['id']}/supersede", json={"content": "Grafana moved to grafana.ops:3000"})
-        await http.post("/memories/forget", json={"older_than_days": 0, "importance_floor": 1, "tags": ["seed"],
-                                                  "apply": True})
+        await http.post(
+            f"/memories/{saved[1]['id']}/supersede", json={"content": "Grafana moved to grafana.ops:3000"}
+        )
+        await http.post(
+            "/memories/forget",
+            json={"older_than_days": 0, "importance_floor": 1, "tags": ["seed"], "apply": True},
+        )
         await http.post(f"/memories/{saved[2]['id']}/restore")
-        await http.post("/records/import", json={"records": [
-            {"type": "conversation", "content": "Caroline: I went to the LGBTQ support group yesterday",
-             "source_ref": "t1", "thread_id": "c1", "created_at": "2023-05-07T10:00:00Z"},
-            {"type": "conversation", "content": "Melanie: That sounds great, how was it?", "source_ref": "t2",
-             "thread_id": "c1", "created_at": "2023-05-07T10:01:00Z"},
-        ]})
+        await http.post(
+            "/records/import",
+            json={
+                "records": [
+                    {
+                        "type": "conversation",
+                        "content": "Caroline: I went to the LGBTQ support group yesterday",
+                        "source_ref": "t1",
+                        "thread_id": "c1",
+                        "created_at": "2023-05-07T10:00:00Z",
+                    },
+                    {
+                        "type": "conversation",
+                        "content": "Melanie: That sounds great, how was it?",
+                        "source_ref": "t2",
+                        "thread_id": "c1",
+                        "created_at": "2023-05-07T10:01:00Z",
+                    },
+                ]
+            },
+        )
     return saved
 
 
@@ -77,18 +119,26 @@ async def test_verify_detects_tampering_and_purge_keeps_it_green(stack: Stack, m
         assert broken.code == 3
         assert f"BROKEN at seq {target['seq']}" in broken.err
     finally:
-        await stack.pool.execute("UPDATE records SET author = $2 WHERE seq = $1", target["seq"], target["author"])
+        await stack.pool.execute(
+            "UPDATE records SET author = $2 WHERE seq = $1", target["seq"], target["author"]
+        )
         await stack.pool.execute("ALTER TABLE records ENABLE TRIGGER records_no_update")
     # Editing the stored text (not the row) is caught too.
     seq, record_id, payload = await stack.pool.fetchrow(
-        "SELECT r.seq, r.id, t.payload FROM records r JOIN record_texts t ON t.record_id = r.id ORDER BY r.seq LIMIT 1")
-    await stack.pool.execute("UPDATE record_texts SET payload = $2 WHERE record_id = $1", record_id,
-                             payload.replace("release", "RELEASE"))
+        "SELECT r.seq, r.id, t.payload FROM records r JOIN record_texts t ON t.record_id = r.id ORDER BY r.seq LIMIT 1"
+    )
+    await stack.pool.execute(
+        "UPDATE record_texts SET payload = $2 WHERE record_id = $1",
+        record_id,
+        payload.replace("release", "RELEASE"),
+    )
     try:
         broken = await cli(stack.database_url, model_cache, "verify")
         assert broken.code == 3 and f"BROKEN at seq {seq}" in broken.err and "text" in broken.err
     finally:
-        await stack.pool.execute("UPDATE record_texts SET payload = $2 WHERE record_id = $1", record_id, payload)
+        await stack.pool.execute(
+            "UPDATE record_texts SET payload = $2 WHERE record_id = $1", record_id, payload
+        )
 
     victim = saved[3]["id"]
     purged = await cli(stack.database_url, model_cache, "purge", victim)
@@ -96,11 +146,17 @@ async def test_verify_detects_tampering_and_purge_keeps_it_green(stack: Stack, m
     assert await stack.pool.fetchval("SELECT count(*) FROM memories WHERE id = $1::uuid", victim) == 0
     texts = await stack.pool.fetchval(
         "SELECT count(*) FROM records r JOIN record_texts t ON t.record_id = r.id"
-        " WHERE r.target_id = $1::uuid AND r.operation <> 'purge'", victim)
+        " WHERE r.target_id = $1::uuid AND r.operation <> 'purge'",
+        victim,
+    )
     assert texts == 0
-    audit = await stack.pool.fetchrow("SELECT author, operation FROM records WHERE target_id = $1::uuid ORDER BY seq DESC LIMIT 1", victim)
+    audit = await stack.pool.fetchrow(
+        "SELECT author, operation FROM records WHERE target_id = $1::uuid ORDER BY seq DESC LIMIT 1", victim
+    )
     assert audit["operation"] == "purge" and audit["author"].startswith("admin")
-    assert "On-call" not in json.dumps([r["payload"] for r in await stack.pool.fetch("SELECT payload FROM record_texts")])
+    assert "On-call" not in json.dumps(
+        [r["payload"] for r in await stack.pool.fetch("SELECT payload FROM record_texts")]
+    )
     again = await cli(stack.database_url, model_cache, "verify")
     assert again.code == 0, again.err
 
@@ -172,7 +228,9 @@ def _tiny_bert(folder: Path) -> None:
         if name.startswith("encoder.layer.") and not name.startswith("encoder.layer.0."):
             continue
         shape = tuple(32 if d == 384 else 64 if d == 1536 else d for d in value.shape)
-        tensors[name] = value if name.endswith("position_ids") else (rng.standard_normal(shape) * 0.05).astype(np.float32)
+        tensors[name] = (
+            value if name.endswith("position_ids") else (rng.standard_normal(shape) * 0.05).astype(np.float32)
+        )
         if name.endswith("LayerNorm.weight"):
             tensors[name] = np.ones(shape, dtype=np.float32)
     folder.mkdir(parents=True)
@@ -201,11 +259,18 @@ async def test_reindex_to_a_different_model_and_dimension(
 
     conn = await asyncpg.connect(fresh)
     try:
-        assert tuple(await conn.fetchrow("SELECT model_id, dimension FROM embedding_pin")) == ("test/tiny-random-bert", 32)
+        assert tuple(await conn.fetchrow("SELECT model_id, dimension FROM embedding_pin")) == (
+            "test/tiny-random-bert",
+            32,
+        )
         dims = await conn.fetch("SELECT vector_dims(embedding) AS d FROM memories")
         assert len(dims) == count and {d["d"] for d in dims} == {32}
-        assert await conn.fetchval(
-            "SELECT count(*) FROM pg_indexes WHERE tablename = 'memories' AND indexdef LIKE '%hnsw%'") == 1
+        assert (
+            await conn.fetchval(
+                "SELECT count(*) FROM pg_indexes WHERE tablename = 'memories' AND indexdef LIKE '%hnsw%'"
+            )
+            == 1
+        )
     finally:
         await conn.close()
     # The old model is now refused with a sentence that says what to do.
@@ -220,7 +285,8 @@ async def test_ingest_tree(stack: Stack, model_cache: Path, tmp_path: Path) -> N
     (tree / ".gitignore").write_text("build/\n*.draft.md\n")
     long_section = "\n\n".join(
         f"Paragraph {i}. The ingestion pipeline hashes each file, chunks it by structure and embeds the chunks. "
-        f"Unchanged files are skipped by their content hash, so re-running is cheap. Step {i} matters." for i in range(40)
+        f"Unchanged files are skipped by their content hash, so re-running is cheap. Step {i} matters."
+        for i in range(40)
     )
     (tree / "README.md").write_text(
         "# Project\n\nIntro text.\n\n## Setup\n\n```bash\npip install hypermnesia\nhypermnesia up\n```\n\n"
@@ -236,13 +302,16 @@ async def test_ingest_tree(stack: Stack, model_cache: Path, tmp_path: Path) -> N
     assert "3 files: 2 new" in first.out and "logo.md: binary file" in first.err
     chunks = await stack.pool.fetch(
         "SELECT path, heading_path, content, ordinal FROM memories WHERE repo = 'demo' AND superseded_by IS NULL"
-        " ORDER BY path, ordinal")
+        " ORDER BY path, ordinal"
+    )
     assert {c["path"] for c in chunks} == {"README.md", "docs/ops.md"}
     readme = [c for c in chunks if c["path"] == "README.md"]
     assert len(readme) >= 2
     assert any("```bash\npip install hypermnesia\nhypermnesia up\n```" in c["content"] for c in readme)
     assert any(c["heading_path"] == ["Project", "Design"] for c in readme)
-    tokens = await stack.pool.fetch("SELECT (metadata->>'tokens')::int AS n FROM memories WHERE path = 'README.md'")
+    tokens = await stack.pool.fetch(
+        "SELECT (metadata->>'tokens')::int AS n FROM memories WHERE path = 'README.md'"
+    )
     assert all(t["n"] <= 600 for t in tokens)
 
     records = await stack.pool.fetchval("SELECT count(*) FROM records")
@@ -255,9 +324,12 @@ async def test_ingest_tree(stack: Stack, model_cache: Path, tmp_path: Path) -> N
     changed = await cli(stack.database_url, model_cache, "ingest", str(tree), "--repo", "demo")
     assert changed.code == 0 and "1 changed" in changed.out and "1 retired" in changed.out
     live = await stack.pool.fetch(
-        "SELECT path, content FROM memories WHERE repo = 'demo' AND superseded_by IS NULL AND archived_at IS NULL")
+        "SELECT path, content FROM memories WHERE repo = 'demo' AND superseded_by IS NULL AND archived_at IS NULL"
+    )
     assert [(r["path"], "03:00" in r["content"]) for r in live] == [("docs/ops.md", True)]
-    old = await stack.pool.fetchrow("SELECT superseded_by FROM memories WHERE path = 'docs/ops.md' AND content LIKE '%02:00%'")
+    old = await stack.pool.fetchrow(
+        "SELECT superseded_by FROM memories WHERE path = 'docs/ops.md' AND content LIKE '%02:00%'"
+    )
     assert old["superseded_by"] is not None
     check = await cli(stack.database_url, model_cache, "rebuild", "--check")
     assert check.code == 0, check.out

@@ -34,9 +34,19 @@ def _text(rng: random.Random) -> str:
 
 
 def _save(writer: MemoryWriter, content: str, **extra: object) -> SaveInput:
-    return SaveInput(principal="loadtest", grants=GRANTS, content=content, description="", scope=SCOPE,
-                     type="note", tags=[], metadata={}, importance=extra.pop("importance", None),  # type: ignore[arg-type]
-                     kind="", **extra)  # type: ignore[arg-type]
+    return SaveInput(
+        principal="loadtest",
+        grants=GRANTS,
+        content=content,
+        description="",
+        scope=SCOPE,
+        type="note",
+        tags=[],
+        metadata={},
+        importance=extra.pop("importance", None),  # type: ignore[arg-type]
+        kind="",
+        **extra,
+    )  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
@@ -98,13 +108,22 @@ async def test_ten_thousand_mixed_writes_replay_exactly(big: Stack) -> None:
     started = time.perf_counter()
 
     # Same text again: the dedupe gate updates the existing memory instead of inserting.
-    results = await _gather_limited([writer.save(_save(writer, r["content"], importance=2.0)) for r in dedupe], 32)
+    results = await _gather_limited(
+        [writer.save(_save(writer, r["content"], importance=2.0)) for r in dedupe], 32
+    )
     assert not any(r.created for r in results)
     results = await _gather_limited(
-        [writer.save(_save(writer, f"correction: {_text(rng)}", supersedes=str(r["id"]))) for r in supersede], 32)
+        [writer.save(_save(writer, f"correction: {_text(rng)}", supersedes=str(r["id"]))) for r in supersede],
+        32,
+    )
     assert all(r.created and str(r.memory["supersedes"]) for r in results)
-    await _gather_limited([writer.update(UpdateInput("loadtest", GRANTS, str(r["id"]), {"importance": 0.5, "tags": ["t"]}))
-                           for r in update], 32)
+    await _gather_limited(
+        [
+            writer.update(UpdateInput("loadtest", GRANTS, str(r["id"]), {"importance": 0.5, "tags": ["t"]}))
+            for r in update
+        ],
+        32,
+    )
     # Make the updated ones stale, then forget them (one archive record each).
     await big.pool.execute(
         "UPDATE memories SET last_accessed_at = now() - interval '400 days' WHERE id = ANY($1)",
@@ -116,7 +135,9 @@ async def test_ten_thousand_mixed_writes_replay_exactly(big: Stack) -> None:
     await _gather_limited([forgetter.restore("loadtest", GRANTS, str(r["id"])) for r in update[:500]], 32)
     await _gather_limited([writer.delete("loadtest", GRANTS, str(r["id"])) for r in delete], 32)
     total = await _check_chain(big)
-    print(f"{total - 5000} mixed writes in {time.perf_counter() - started:.1f}s; {total} records in the chain")
+    print(
+        f"{total - 5000} mixed writes in {time.perf_counter() - started:.1f}s; {total} records in the chain"
+    )
     assert total >= 10_000
 
     rebuilder = Rebuilder(writer.pool, writer.embeddings.many)
@@ -126,7 +147,8 @@ async def test_ten_thousand_mixed_writes_replay_exactly(big: Stack) -> None:
 
     snapshot = await big.pool.fetch(
         "SELECT id, scope, content, importance, tags, archived_at, superseded_by, supersedes, valid_to, created_at,"
-        " updated_at FROM memories ORDER BY id")
+        " updated_at FROM memories ORDER BY id"
+    )
     await big.pool.execute("DELETE FROM memories")
     started = time.perf_counter()
     report = await rebuilder.rebuild(None, check=False)
@@ -135,7 +157,8 @@ async def test_ten_thousand_mixed_writes_replay_exactly(big: Stack) -> None:
     assert report.applied and report.inserted == len(snapshot) and report.reembedded == 0
     restored = await big.pool.fetch(
         "SELECT id, scope, content, importance, tags, archived_at, superseded_by, supersedes, valid_to, created_at,"
-        " updated_at FROM memories ORDER BY id")
+        " updated_at FROM memories ORDER BY id"
+    )
     assert [tuple(r) for r in restored] == [tuple(r) for r in snapshot]
     assert (await rebuilder.rebuild(None, check=True)).differences == []
     assert await _check_chain(big) == total  # a rebuild writes nothing to the raw log

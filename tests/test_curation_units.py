@@ -14,8 +14,10 @@ from services.curation.writer import new_memory
 
 
 def test_entities_are_extracted_deterministically() -> None:
-    text = ("Alice Smith asked @bob to fix ABC-123 in services/curation/writer.py; see "
-            "https://example.com/docs/a.html and call `parse_id` or MemoryWriter.save() via run_async.")
+    text = (
+        "Alice Smith asked @bob to fix ABC-123 in services/curation/writer.py; see "
+        "https://example.com/docs/a.html and call `parse_id` or MemoryWriter.save() via run_async."
+    )
     found = extract(text)
     assert ("url", "https://example.com/docs/a.html") in found
     assert ("path", "services/curation/writer.py") in found
@@ -29,9 +31,14 @@ def test_entities_are_extracted_deterministically() -> None:
 
 
 def test_task_patterns_and_confidence_formula() -> None:
-    assert tasks.find("TODO: rotate the keys. Also I should sleep.") == [("rotate the keys", 0.9), ("sleep", 0.65)]
+    assert tasks.find("TODO: rotate the keys. Also I should sleep.") == [
+        ("rotate the keys", 0.9),
+        ("sleep", 0.65),
+    ]
     assert tasks.find("Before we can ship, we need to fix the build") == [("fix the build", 0.78)]
-    c = tasks.score("rotate the deploy_key", 0.9, {("identifier", "deploy_key")}, ["we must rotate the deploy_key"])
+    c = tasks.score(
+        "rotate the deploy_key", 0.9, {("identifier", "deploy_key")}, ["we must rotate the deploy_key"]
+    )
     assert c.confidence == round(0.9 * 0.6 + 0.25 + 0.15, 4) and c.priority == "high"
     plain = tasks.score("rotate the keys", 0.9, set(), [])
     assert plain.confidence == 0.54 and plain.priority is None
@@ -46,8 +53,15 @@ async def _count(texts: list[str]) -> list[int]:
 async def test_chunks_follow_structure_and_never_split_elements() -> None:
     code = "```python\n" + "\n".join(f"line_{i} = {i}" for i in range(300)) + "\n```"
     table = "| a | b |\n|---|---|\n" + "\n".join(f"| {i} | {i * 2} |" for i in range(10))
-    doc = ("# Title\n\nIntro paragraph here.\n\n## Part one\n\n" + ("Sentence number one is here. " * 60) + "\n\n"
-           + code + "\n\n## Part two\n\n- item a\n- item b\n  continued\n- item c\n\n" + table + "\n")
+    doc = (
+        "# Title\n\nIntro paragraph here.\n\n## Part one\n\n"
+        + ("Sentence number one is here. " * 60)
+        + "\n\n"
+        + code
+        + "\n\n## Part two\n\n- item a\n- item b\n  continued\n- item c\n\n"
+        + table
+        + "\n"
+    )
     chunks = await chunker.chunk(doc, _count)
     texts = [c.text for c in chunks]
     assert any(code in t for t in texts)  # the 300-line code block is whole in one chunk
@@ -65,8 +79,17 @@ def test_gitignore_is_honoured(tmp_path: Path) -> None:
     (tmp_path / "out").mkdir()
     (tmp_path / ".gitignore").write_text("out/\n*.tmp.md\n/top-only.md\n!keep.tmp.md\n")
     (tmp_path / "docs" / ".gitignore").write_text("secret.md\n")
-    for name in ["a.md", "top-only.md", "x.tmp.md", "keep.tmp.md", "out/b.md", "docs/c.md", "docs/secret.md",
-                 "docs/sub/top-only.md", "docs/d.txt"]:
+    for name in [
+        "a.md",
+        "top-only.md",
+        "x.tmp.md",
+        "keep.tmp.md",
+        "out/b.md",
+        "docs/c.md",
+        "docs/secret.md",
+        "docs/sub/top-only.md",
+        "docs/d.txt",
+    ]:
         (tmp_path / name).write_text("# x\n")
     files, skipped = walk_markdown(tmp_path)
     assert [p for p, _ in files] == ["a.md", "docs/c.md", "docs/sub/top-only.md", "keep.tmp.md"]

@@ -33,7 +33,6 @@ from pydantic import ValidationError
 import hypermnesia.grpc_server  # noqa: F401  hm_rpc_seconds, hm_rpc_errors_total
 import services.embedder.metrics  # noqa: F401  hm_embed_texts_total
 import services.retrieval.metrics  # noqa: F401  hm_search_seconds, hm_search_degraded_total
-from hypermnesia.cli import SERVICES
 from hypermnesia.settings import (
     CommonSettings,
     CurationSettings,
@@ -42,6 +41,7 @@ from hypermnesia.settings import (
     RetrievalSettings,
     describe_settings_error,
 )
+from tooling.cli import SERVICES
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"

@@ -11,7 +11,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from hypermnesia import db
+from hypermnesia import embedded_pg
 
 
 async def shared_buffers_mb(url: str) -> int:
@@ -29,36 +29,36 @@ async def shared_buffers_mb(url: str) -> int:
 
 def test_auto_size_is_a_quarter_of_memory_within_bounds() -> None:
     physical_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
-    memory_mb = db.available_memory_mb()
+    memory_mb = embedded_pg.available_memory_mb()
     assert 0 < memory_mb <= physical_mb
-    assert db.auto_shared_buffers_mb() == min(max(memory_mb // 4, 128), 4096)
+    assert embedded_pg.auto_shared_buffers_mb() == min(max(memory_mb // 4, 128), 4096)
 
 
 def test_a_container_limit_below_the_machine_wins(tmp_path: Path) -> None:
     v2, v1 = tmp_path / "memory.max", tmp_path / "memory.limit_in_bytes"
     v2.write_text("max\n")  # cgroup v2 without a limit
     v1.write_text(f"{2 * 2**30}\n")  # a 2 GiB container
-    assert db.available_memory_mb((v2, v1)) == 2048
-    assert db.auto_shared_buffers_mb(2048) == 512
-    assert db.auto_shared_buffers_mb(100) == 128  # never below Postgres's own default
-    assert db.auto_shared_buffers_mb(64 * 1024) == 4096
+    assert embedded_pg.available_memory_mb((v2, v1)) == 2048
+    assert embedded_pg.auto_shared_buffers_mb(2048) == 512
+    assert embedded_pg.auto_shared_buffers_mb(100) == 128  # never below Postgres's own default
+    assert embedded_pg.auto_shared_buffers_mb(64 * 1024) == 4096
 
 
 async def test_embedded_server_uses_the_configured_buffer_cache(tmp_path: Path) -> None:
-    server = db.EmbeddedPostgres(tmp_path / "data", shared_buffers_mb=200)
+    server = embedded_pg.EmbeddedPostgres(tmp_path / "data", shared_buffers_mb=200)
     assert await shared_buffers_mb(server.url) == 200
     pgdata = tmp_path / "data" / "pg"
-    assert (pgdata / db.TUNING_FILE).read_text() == "shared_buffers = '200MB'\n"
+    assert (pgdata / embedded_pg.TUNING_FILE).read_text() == "shared_buffers = '200MB'\n"
     # Writing the settings again (the next start) keeps one include line, and the new value.
-    assert db.write_tuning(pgdata, 200) is False  # unchanged: nothing rewritten
-    assert db.write_tuning(pgdata, 300) is True
-    assert (pgdata / "postgresql.conf").read_text().count(db.TUNING_FILE) == 1
-    assert "300MB" in (pgdata / db.TUNING_FILE).read_text()
+    assert embedded_pg.write_tuning(pgdata, 200) is False  # unchanged: nothing rewritten
+    assert embedded_pg.write_tuning(pgdata, 300) is True
+    assert (pgdata / "postgresql.conf").read_text().count(embedded_pg.TUNING_FILE) == 1
+    assert "300MB" in (pgdata / embedded_pg.TUNING_FILE).read_text()
 
 
 async def test_unset_means_the_automatic_size(tmp_path: Path) -> None:
-    server = db.EmbeddedPostgres(tmp_path / "data")
-    assert await shared_buffers_mb(server.url) == db.auto_shared_buffers_mb()
+    server = embedded_pg.EmbeddedPostgres(tmp_path / "data")
+    assert await shared_buffers_mb(server.url) == embedded_pg.auto_shared_buffers_mb()
 
 
 @pytest.mark.parametrize("value", ["5", "-1", "lots"])
@@ -78,7 +78,7 @@ def test_a_bad_buffer_size_is_refused_before_anything_starts(value: str, tmp_pat
 
 
 async def test_close_stops_the_server_before_its_folder_goes(tmp_path: Path) -> None:
-    server = db.EmbeddedPostgres(tmp_path / "data", shared_buffers_mb=64)
+    server = embedded_pg.EmbeddedPostgres(tmp_path / "data", shared_buffers_mb=64)
     assert await shared_buffers_mb(server.url) == 64
     server.close()
     with pytest.raises(OSError):  # nothing listens on its socket any more

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hypermnesia.cli import main
+from tooling.cli import main
 
 
 def test_bench_embedder_smoke(model_cache: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hypermnesia.embedder_client import DOCUMENT, EmbedderClient
-from services.embedder.process import EmbedderProcess, start_embedder
+from tooling.process import EmbedderProcess, start_embedder
 
 
 def texts_served(proc: EmbedderProcess) -> float:

@@ -84,6 +84,7 @@ def test_a_pinned_session_pins_its_workers_and_its_caller_only_while_it_runs(min
         return
     assert session.caller_cores == {CORES[0]}
     assert len(workers) == len(CORES) - 1, f"expected one pool worker per core after the first: {workers}"
+
     def pinned() -> list[tuple[int, ...]]:
         return sorted(tuple(sorted(_allowed(t))) for t in workers)
 
@@ -129,7 +130,9 @@ def test_a_pinned_session_pins_its_workers_and_its_caller_only_while_it_runs(min
 
 def test_a_pinned_run_restores_the_callers_cores_when_it_fails(minilm: ModelFiles) -> None:
     session = load_session(minilm.onnx_path, intra_op_threads=len(CORES), inter_op_threads=1, pin=True)
-    out = _in_a_thread(lambda: session.run(["embeddings"], {"attention_mask": np.ones((1, 3), dtype=np.int64)}))
+    out = _in_a_thread(
+        lambda: session.run(["embeddings"], {"attention_mask": np.ones((1, 3), dtype=np.int64)})
+    )
     assert "input_ids" in str(out.get("error")), out
     assert out["after"] == set(CORES)
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from services.retrieval import bench
-from services.retrieval.evaluation import datasets
-from services.retrieval.evaluation.run import evaluate, format_table
+from tooling.bench import search as bench
+from tooling.evaluation import datasets
+from tooling.evaluation.run import evaluate, format_table
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -19,7 +19,14 @@ pytestmark = pytest.mark.timeout(900)
 
 def test_locomo_evidence_ids_are_normalised() -> None:
     assert datasets.normalise_evidence(["D8:6; D9:17", "D:11:26", "D30:05", "D1:3-5"]) == [
-        "D8:6", "D9:17", "D11:26", "D30:5", "D1:3", "D1:4", "D1:5"]
+        "D8:6",
+        "D9:17",
+        "D11:26",
+        "D30:5",
+        "D1:3",
+        "D1:4",
+        "D1:5",
+    ]
     corpora = datasets.load_locomo(DATA)
     assert len(corpora) == 10
     assert sum(len(c.docs) for c in corpora) == 5882
@@ -27,8 +34,9 @@ def test_locomo_evidence_ids_are_normalised() -> None:
 
 
 async def test_locomo_eval_on_one_conversation(pg_server_url: str, tmp_path: Path) -> None:
-    results = await evaluate("locomo", ["weighted", "rrf"], DATA, pg_server_url, work_dir=tmp_path,
-                             max_corpora=1)
+    results = await evaluate(
+        "locomo", ["weighted", "rrf"], DATA, pg_server_url, work_dir=tmp_path, max_corpora=1
+    )
     table = format_table("locomo", results)
     assert "| weighted |" in table and "| rrf |" in table
     weighted = results[0]
@@ -42,6 +50,8 @@ async def test_search_bench_prints_its_table(pg_server_url: str, tmp_path: Path)
     result = await bench.run(memories=300, queries=10, database_url=pg_server_url, cache_dir=tmp_path)
     (cached,) = tmp_path.glob("*-300-*.npy")  # the next run reuses these vectors
     assert np.load(cached).shape == (300, 384)
+    # Built through curation's import: one raw record per memory, and the chain verifies.
+    assert result["raw_log_records_verified"] == 300
     table = bench.format_table(result)
     assert "gRPC Retrieval.Search" in table and "REST POST /memories/search" in table
     assert result["grpc_ms"]["p50"] > 0 and result["rest_ms"]["p99"] >= result["rest_ms"]["p50"]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tests.conftest import Stack
+from pathlib import Path
+
+from tests.conftest import Stack, start_stack
 from tests.helpers import mcp_session, tool_json
 
 
@@ -27,3 +29,18 @@ async def test_guide_warns_when_projects_are_not_isolated(stack: Stack) -> None:
         assert any("X-Hypermnesia-Project" in w for w in guide["warnings"])
         bad = await client.call_tool("memory_usage_guide", {"section": "everything"})
         assert bad.is_error and "section must be one of" in bad.content[0].text
+
+
+async def test_guide_states_the_services_settings_not_the_gateways(
+    pg_server_url: str, embedder: str, model_cache: Path
+) -> None:
+    """The services run with their own settings (here overrides the gateway's environment lacks):
+    the guide asks them (GetLiveSettings) instead of reading its own environment."""
+    overrides = {"search_min_similarity": 0.33, "dedupe_threshold": 0.81, "forget_after_days": 45}
+    async with start_stack(pg_server_url, embedder, model_cache, **overrides) as stack:
+        async with mcp_session(stack.mcp_url, "alice-token", "guide") as client:
+            guide = tool_json(await client.call_tool("memory_usage_guide", {"section": "claude_md"}))
+    claude_md = guide["claude_md"]
+    assert "cosine 0.33" in claude_md and "cosine 0.15" not in claude_md
+    assert "similarity >= 0.81" in claude_md and "0.92" not in claude_md
+    assert "not recalled for 45 days" in claude_md

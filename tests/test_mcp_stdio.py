@@ -38,16 +38,27 @@ async def test_stdio_session_saves_and_searches_in_its_project(stack: Stack) -> 
     async with Client(stdio_client(server)) as client:
         tools = {t.name for t in (await client.list_tools()).tools}
         assert {"memory_save", "memory_search", "memory_context", "rules_for_path"} <= tools
-        saved = tool_json(await client.call_tool("memory_save", {
-            "content": "The NAS exports the media share over NFSv4 only; SMB is switched off",
-            "description": "NAS media share protocol",
-        }))
+        saved = tool_json(
+            await client.call_tool(
+                "memory_save",
+                {
+                    "content": "The NAS exports the media share over NFSv4 only; SMB is switched off",
+                    "description": "NAS media share protocol",
+                },
+            )
+        )
         assert saved["created"] is True
         assert saved["memory"]["scope"] == "project:stdio-slice"
         assert saved["memory"]["owner_id"] == "alice"
-        found = tool_json(await client.call_tool("memory_search", {"query": "how is the media share exported?"}))
+        found = tool_json(
+            await client.call_tool("memory_search", {"query": "how is the media share exported?"})
+        )
         assert found and found[0]["id"] == saved["memory"]["id"]
-        elsewhere = {"query": "how is the media share exported?", "topic": "no-such-topic", "topic_only": True}
+        elsewhere = {
+            "query": "how is the media share exported?",
+            "topic": "no-such-topic",
+            "topic_only": True,
+        }
         assert tool_json(await client.call_tool("memory_search", elsewhere)) == []
         bad = await client.call_tool("memory_search", {"query": "anything", "k": 0})
         assert bad.is_error and "k must be between 1 and 100" in bad.content[0].text

@@ -220,7 +220,9 @@ def test_minilm_known_answer_semantics(minilm_session: ort.InferenceSession) -> 
     tok = _tokenizer()
     emb = minilm_session.run(
         ["embeddings"],
-        _feed(tok, ["The cat sits on the mat", "A cat is sitting on a mat", "Quarterly tax filing deadlines"]),
+        _feed(
+            tok, ["The cat sits on the mat", "A cat is sitting on a mat", "Quarterly tax filing deadlines"]
+        ),
     )[0]
     paraphrase = _cos(emb[0], emb[1])
     unrelated = _cos(emb[0], emb[2])
@@ -315,8 +317,10 @@ def test_tiny_cross_encoder_classifier_matches_numpy_reference(tmp_path: Path) -
 def test_non_bert_checkpoint_raises_naming_missing_tensor(tmp_path: Path) -> None:
     model_dir = tmp_path / "not_bert"
     model_dir.mkdir()
-    save_file({"foo": np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32)},
-              str(model_dir / "model.safetensors"))
+    save_file(
+        {"foo": np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32)},
+        str(model_dir / "model.safetensors"),
+    )
     # A perfectly valid BERT config, so the failure must come from the weights.
     (model_dir / "config.json").write_text((MINILM_DIR / "config.json").read_text())
     out = tmp_path / "x.onnx"

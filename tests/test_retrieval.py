@@ -10,8 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from hypermnesia.local_stack import embedder_server
 from tests.conftest import Stack, start_stack
+from tests.helpers import mcp_session, tool_json
+from tooling.local_stack import embedder_server
 
 HEADERS = {"Authorization": "Bearer alice-token", "X-Hypermnesia-Project": "recall"}
 
@@ -31,12 +32,22 @@ async def _search(http: httpx.AsyncClient, query: str, **extra) -> dict:
 @pytest.fixture(scope="module")
 async def seeded(stack: Stack) -> Stack:
     async with httpx.AsyncClient(base_url=stack.base_url, headers=HEADERS) as http:
-        await _save(http, "Our Kubernetes cluster runs on three Raspberry Pi nodes", "homelab cluster", tags=["ops"])
+        await _save(
+            http, "Our Kubernetes cluster runs on three Raspberry Pi nodes", "homelab cluster", tags=["ops"]
+        )
         await _save(http, "Grandma's apple pie needs two cups of sugar and cinnamon", "apple pie recipe")
-        await _save(http, "The CI pipeline fails with error ZX-4471 when the cache volume is full",
-                    "CI cache failure", tags=["ops", "ci"])
-        await _save(http, "Weekly sync with the data team is on Thursdays at 10:00", "data team meeting",
-                    kind="episodic")
+        await _save(
+            http,
+            "The CI pipeline fails with error ZX-4471 when the cache volume is full",
+            "CI cache failure",
+            tags=["ops", "ci"],
+        )
+        await _save(
+            http,
+            "Weekly sync with the data team is on Thursdays at 10:00",
+            "data team meeting",
+            kind="episodic",
+        )
     return stack
 
 
@@ -45,8 +56,9 @@ async def test_weak_matches_are_dropped(seeded: Stack) -> None:
         body = await _search(http, "quantum chromodynamics lattice gauge theory")
         assert body["results"] == []
         # With both gates off the same query is a broad survey and returns everything.
-        survey = await _search(http, "quantum chromodynamics lattice gauge theory",
-                               min_similarity=0.0, relative_cutoff=0.0)
+        survey = await _search(
+            http, "quantum chromodynamics lattice gauge theory", min_similarity=0.0, relative_cutoff=0.0
+        )
         assert len(survey["results"]) == 4
 
 
@@ -56,7 +68,9 @@ async def test_relative_cutoff_keeps_the_answer_neighbourhood(seeded: Stack) -> 
         descriptions = [r["description"] for r in body["results"]]
         assert descriptions[0] == "apple pie recipe"
         assert "homelab cluster" not in descriptions  # far below the best: cut
-        loose = await _search(http, "what is in the apple pie recipe", min_similarity=0.0, relative_cutoff=0.0)
+        loose = await _search(
+            http, "what is in the apple pie recipe", min_similarity=0.0, relative_cutoff=0.0
+        )
         assert len(loose["results"]) > len(body["results"])
 
 
@@ -80,8 +94,9 @@ async def test_flat_results_are_not_cut(seeded: Stack) -> None:
 
 async def test_filters_by_tag_kind_and_time(seeded: Stack) -> None:
     async with httpx.AsyncClient(base_url=seeded.base_url, headers=HEADERS) as http:
-        body = await _search(http, "cluster pipeline meeting pie", tags=["ops"], min_similarity=0.0,
-                             relative_cutoff=0.0)
+        body = await _search(
+            http, "cluster pipeline meeting pie", tags=["ops"], min_similarity=0.0, relative_cutoff=0.0
+        )
         assert {r["description"] for r in body["results"]} == {"homelab cluster", "CI cache failure"}
         body = await _search(http, "meeting", kinds=["episodic"], min_similarity=0.0, relative_cutoff=0.0)
         assert [r["description"] for r in body["results"]] == ["data team meeting"]
@@ -149,6 +164,15 @@ async def test_degraded_search_still_finds_words(pg_server_url: str, model_cache
             body = await _search(http, "when does the zebra enclosure open")
             assert body["degraded"] == ["embedder_unavailable"]
             assert body["results"][0]["description"] == "zoo hours"
+            # Each hit says what was missing, the same way over REST and MCP.
+            assert all(hit["degraded"] == ["embedder_unavailable"] for hit in body["results"])
+        async with mcp_session(stack.mcp_url, "alice-token", "recall") as client:
+            hits = tool_json(
+                await client.call_tool("memory_search", {"query": "when does the zebra enclosure open"})
+            )
+            assert {hit["id"] for hit in hits} == {hit["id"] for hit in body["results"]}
+            assert all(hit["degraded"] == ["embedder_unavailable"] for hit in hits)
+        async with httpx.AsyncClient(base_url=stack.base_url, headers=HEADERS, timeout=30) as http:
             await stack.searcher.drain()  # the search_log row is written off the hot path
             stats = (await http.get("/stats")).json()
             assert stats["degraded_rate"] > 0
@@ -168,15 +192,27 @@ async def test_conversation_neighbours_lift_the_answer(stack: Stack) -> None:
         "Gina: Cool, classical music is relaxing.",
     ]
     records = [
-        {"type": "conversation", "scope": "project:recall-chat", "content": t, "source_ref": f"t{i}",
-         "thread_id": "weekend-chat", "created_at": (base + timedelta(seconds=i)).isoformat()}
+        {
+            "type": "conversation",
+            "scope": "project:recall-chat",
+            "content": t,
+            "source_ref": f"t{i}",
+            "thread_id": "weekend-chat",
+            "created_at": (base + timedelta(seconds=i)).isoformat(),
+        }
         for i, t in enumerate(turns)
     ]
     async with httpx.AsyncClient(base_url=stack.base_url, headers=HEADERS) as http:
         response = await http.post("/records/import", json={"records": records})
         assert response.status_code == 200, response.text
-        body = await _search(http, "what breed is the dog Gina adopted", min_similarity=0.0, relative_cutoff=0.0,
-                             scope="project:recall-chat", k=3)
+        body = await _search(
+            http,
+            "what breed is the dog Gina adopted",
+            min_similarity=0.0,
+            relative_cutoff=0.0,
+            scope="project:recall-chat",
+            k=3,
+        )
         top = [r["content"] for r in body["results"]]
         assert "Gina: A three-legged greyhound named Pixel." in top, top
         assert all(r.get("source_ref") for r in body["results"])
@@ -187,23 +223,34 @@ async def test_as_of_and_lineage_along_a_supersede_chain(stack: Stack) -> None:
         first = await _save(http, "The deploy target is the staging cluster", "deploy target")
         t1 = datetime.now(UTC)
         await asyncio.sleep(0.05)
-        response = await http.post(f"/memories/{first['id']}/supersede",
-                                   json={"content": "The deploy target is production", "description": "deploy target"})
+        response = await http.post(
+            f"/memories/{first['id']}/supersede",
+            json={"content": "The deploy target is production", "description": "deploy target"},
+        )
         assert response.status_code == 200, response.text
         second = response.json()["memory"]
         t2 = datetime.now(UTC)
         await asyncio.sleep(0.05)
-        response = await http.post(f"/memories/{second['id']}/supersede",
-                                   json={"content": "The deploy target is staging again after the incident",
-                                         "description": "deploy target"})
+        response = await http.post(
+            f"/memories/{second['id']}/supersede",
+            json={
+                "content": "The deploy target is staging again after the incident",
+                "description": "deploy target",
+            },
+        )
         third = response.json()["memory"]
 
         now = await _search(http, "what is the deploy target", min_similarity=0.0, relative_cutoff=0.0)
         ids = [r["id"] for r in now["results"]]
         assert third["id"] in ids and first["id"] not in ids and second["id"] not in ids
         for moment, expected in ((t1, first), (t2, second)):
-            past = await _search(http, "what is the deploy target", as_of=moment.isoformat(),
-                                 min_similarity=0.0, relative_cutoff=0.0)
+            past = await _search(
+                http,
+                "what is the deploy target",
+                as_of=moment.isoformat(),
+                min_similarity=0.0,
+                relative_cutoff=0.0,
+            )
             chain_ids = {first["id"], second["id"], third["id"]}
             assert [r["id"] for r in past["results"] if r["id"] in chain_ids] == [expected["id"]]
         listed = (await http.get("/memories", params={"as_of": t1.isoformat()})).json()
@@ -237,7 +284,9 @@ async def test_searches_bump_their_hits_and_log_themselves(seeded: Stack) -> Non
         for hit in hits[0]:
             assert after[hit["id"]] == before[hit["id"]] + 2
         logged = await seeded.pool.fetch("SELECT hits, stage_ms, at FROM search_log WHERE query = $1", query)
-        assert len(logged) == 2 and all(r["hits"] == len(hits[0]) and "embed_ms" in r["stage_ms"] for r in logged)
+        assert len(logged) == 2 and all(
+            r["hits"] == len(hits[0]) and "embed_ms" in r["stage_ms"] for r in logged
+        )
 
 
 async def test_stats_report_searches_and_misses(seeded: Stack) -> None:
@@ -250,8 +299,9 @@ async def test_stats_report_searches_and_misses(seeded: Stack) -> None:
         assert any(s["scope"] == "project:recall" and s["live"] >= 4 for s in stats["scopes"])
 
 
-async def test_rerank_reorders_the_top_by_the_cross_encoder(pg_server_url: str, model_cache: Path,
-                                                             tmp_path: Path) -> None:
+async def test_rerank_reorders_the_top_by_the_cross_encoder(
+    pg_server_url: str, model_cache: Path, tmp_path: Path
+) -> None:
     from hypermnesia.embedder_client import EmbedderClient
     from tests.test_embedder_rerank import write_cross_encoder
 
@@ -264,8 +314,9 @@ async def test_rerank_reorders_the_top_by_the_cross_encoder(pg_server_url: str, 
             for i in range(6):
                 await _save(http, f"Release note {i}: the build config moved to folder {i}", f"release {i}")
             plain = await _search(http, "where is the build config", min_similarity=0.0, relative_cutoff=0.0)
-            reranked = await _search(http, "where is the build config", min_similarity=0.0, relative_cutoff=0.0,
-                                     rerank=True)
+            reranked = await _search(
+                http, "where is the build config", min_similarity=0.0, relative_cutoff=0.0, rerank=True
+            )
         assert reranked["degraded"] == []
         client = EmbedderClient(with_reranker)
         try:
@@ -273,7 +324,9 @@ async def test_rerank_reorders_the_top_by_the_cross_encoder(pg_server_url: str, 
             scores = await client.rerank("where is the build config", texts, timeout_s=30)
         finally:
             await client.close()
-        expected = [r["id"] for _, r in sorted(zip(scores, plain["results"], strict=True), key=lambda p: -p[0])]
+        expected = [
+            r["id"] for _, r in sorted(zip(scores, plain["results"], strict=True), key=lambda p: -p[0])
+        ]
         assert [r["id"] for r in reranked["results"]] == expected
         assert {r["id"] for r in reranked["results"]} == {r["id"] for r in plain["results"]}
 

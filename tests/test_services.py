@@ -9,8 +9,10 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from hypermnesia import db
 from hypermnesia.embedder_client import DOCUMENT, EmbedderClient
+from hypermnesia.migrator import migrate
+from hypermnesia.pin import ModelMismatch, ensure_embedding_pin, read_pin
+from hypermnesia.pool import advisory_lock, connect_pool
 from hypermnesia.v1 import embedder_pb2, embedder_pb2_grpc
 from tests.conftest import Stack, create_database
 
@@ -45,7 +47,11 @@ async def test_embedder_info_and_vectors(stack: Stack) -> None:
     async with grpc.aio.insecure_channel(stack.embedder_address) as channel:
         stub = embedder_pb2_grpc.EmbedderStub(channel)
         info = await stub.Info(embedder_pb2.InfoRequest(), timeout=5)
-        assert (info.model_id, info.dimension, info.pooling) == ("sentence-transformers/all-MiniLM-L6-v2", 384, "mean")
+        assert (info.model_id, info.dimension, info.pooling) == (
+            "sentence-transformers/all-MiniLM-L6-v2",
+            384,
+            "mean",
+        )
         assert info.max_tokens == 256
         empty = await stub.Embed(embedder_pb2.EmbedRequest(texts=[]), timeout=5)
         assert empty.vectors == b"" and empty.dimension == 384
@@ -63,41 +69,41 @@ async def test_embedder_info_and_vectors(stack: Stack) -> None:
 
 
 async def test_store_refuses_a_different_model(pg_server_url: str) -> None:
-    pool = await db.connect_pool(await create_database(pg_server_url))
+    pool = await connect_pool(await create_database(pg_server_url))
     try:
-        await db.migrate(pool)
-        await db.ensure_embedding_pin(pool, "model-a", 384)
-        await db.ensure_embedding_pin(pool, "model-a", 384)  # same model: fine, idempotent
-        with pytest.raises(db.ModelMismatch, match="hypermnesia reindex"):
-            await db.ensure_embedding_pin(pool, "model-b", 768)
-        assert await db.read_pin(pool) == ("model-a", 384)
-        assert await db.migrate(pool) == []  # migrations are recorded and not re-applied
+        await migrate(pool)
+        await ensure_embedding_pin(pool, "model-a", 384)
+        await ensure_embedding_pin(pool, "model-a", 384)  # same model: fine, idempotent
+        with pytest.raises(ModelMismatch, match="hypermnesia reindex"):
+            await ensure_embedding_pin(pool, "model-b", 768)
+        assert await read_pin(pool) == ("model-a", 384)
+        assert await migrate(pool) == []  # migrations are recorded and not re-applied
     finally:
         await pool.close()
 
 
 async def test_advisory_locks_never_outlive_their_block(pg_server_url: str) -> None:
-    """Pooled connections return without asyncpg's reset query, so db.advisory_lock must release
+    """Pooled connections return without asyncpg's reset query, so advisory_lock must release
     its lock however the block ends: normally, by an error, or by a cancel (the connection closes)."""
-    pool = await db.connect_pool(await create_database(pg_server_url), max_size=2)
+    pool = await connect_pool(await create_database(pg_server_url), max_size=2)
     key = 0x686D5F74657374
 
     async def held_elsewhere() -> bool:
-        async with pool.acquire() as other, db.advisory_lock(other, key, wait=False) as got:
+        async with pool.acquire() as other, advisory_lock(other, key, wait=False) as got:
             return not got
 
     try:
         async with pool.acquire() as conn:
-            async with db.advisory_lock(conn, key) as got:
+            async with advisory_lock(conn, key) as got:
                 assert got and await held_elsewhere()
             assert not await held_elsewhere()
             with pytest.raises(ValueError, match="inside the block"):
-                async with db.advisory_lock(conn, key):
+                async with advisory_lock(conn, key):
                     raise ValueError("inside the block")
             assert not await held_elsewhere()
 
         async def hold_forever() -> None:
-            async with pool.acquire() as conn, db.advisory_lock(conn, key):
+            async with pool.acquire() as conn, advisory_lock(conn, key):
                 await conn.execute("SELECT pg_sleep(30)")
 
         task = asyncio.create_task(hold_forever())

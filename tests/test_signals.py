@@ -137,7 +137,11 @@ async def test_the_active_topic_lifts_memories_filed_under_it(stack: Stack) -> N
 async def test_topic_only_restricts_the_search_to_the_topic(stack: Stack) -> None:
     records = [
         _note("Deploys of the ledger service wait for the nightly reconciliation", "filter-ledger", "ledger"),
-        _note("Deploys of the thumbnail service wait for the nightly cache purge", "filter-thumbnails", "thumbnails"),
+        _note(
+            "Deploys of the thumbnail service wait for the nightly cache purge",
+            "filter-thumbnails",
+            "thumbnails",
+        ),
         _note("Deploys of the search service wait for nothing", "filter-none"),
     ]
     async with httpx.AsyncClient(base_url=stack.base_url, headers=HEADERS) as http:

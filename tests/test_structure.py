@@ -14,7 +14,6 @@ import httpx
 import pytest
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from hypermnesia import cli
 from hypermnesia.v1 import common_pb2, structure_pb2, structure_pb2_grpc
 from tests.conftest import Stack, free_port
 from tests.helpers import mcp_session, tool_json
@@ -331,12 +330,7 @@ async def test_structure_services_are_reflected(stack: Stack) -> None:
         assert service in {s.name for s in reply.list_services_response.service}
 
 
-# The `hypermnesia` command once hypermnesia.cli lists the module; the module's own entry until then.
-CLI = (
-    [sys.executable, "-m", "hypermnesia"]
-    if "services.retrieval.structure_commands" in cli.COMMAND_MODULES
-    else [sys.executable, "-m", "services.retrieval.structure_commands"]
-)
+CLI = [sys.executable, "-m", "hypermnesia"]
 
 
 async def run_cli(*args: str, curation_address: str) -> tuple[int, str, str]:

@@ -28,8 +28,10 @@ class UpProcess:
     def __init__(self, env: dict[str, str]) -> None:
         self.lines: list[str] = []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hypermnesia", "up"], env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            [sys.executable, "-m", "hypermnesia", "up"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -50,7 +52,9 @@ class UpProcess:
             if self.proc.poll() is not None and seen == len(self.lines):
                 time.sleep(0.2)
                 if not any(re.search(pattern, x) for x in self.lines):
-                    raise AssertionError(f"up exited ({self.proc.returncode}) before {pattern!r}:\n" + self.output())
+                    raise AssertionError(
+                        f"up exited ({self.proc.returncode}) before {pattern!r}:\n" + self.output()
+                    )
             time.sleep(0.1)
         raise AssertionError(f"timed out waiting for {pattern!r}:\n" + self.output())
 
@@ -78,9 +82,18 @@ class UpProcess:
 
 def stack_env(data_dir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HM_")}
-    ports = {name: free_port() for name in (
-        "HM_EMBEDDER_PORT", "HM_EMBEDDER_METRICS_PORT", "HM_RETRIEVAL_PORT", "HM_RETRIEVAL_METRICS_PORT",
-        "HM_CURATION_PORT", "HM_CURATION_METRICS_PORT", "HM_GATEWAY_PORT")}
+    ports = {
+        name: free_port()
+        for name in (
+            "HM_EMBEDDER_PORT",
+            "HM_EMBEDDER_METRICS_PORT",
+            "HM_RETRIEVAL_PORT",
+            "HM_RETRIEVAL_METRICS_PORT",
+            "HM_CURATION_PORT",
+            "HM_CURATION_METRICS_PORT",
+            "HM_GATEWAY_PORT",
+        )
+    }
     env.update({k: str(v) for k, v in ports.items()})
     env["HM_DATA_DIR"] = str(data_dir)
     env["HM_AUTH_TOKENS"] = __import__("json").dumps(TOKENS)
@@ -104,10 +117,19 @@ async def test_up_serves_supervises_and_restarts(tmp_path: Path) -> None:
         assert any(f"{base}/mcp" in line for line in up.lines)
 
         async with mcp_session(f"{base}/mcp", "alice-token", "up-test") as client:
-            saved = tool_json(await client.call_tool("memory_save", {
-                "content": "The office plants need watering every Tuesday", "description": "plant watering day"}))
+            saved = tool_json(
+                await client.call_tool(
+                    "memory_save",
+                    {
+                        "content": "The office plants need watering every Tuesday",
+                        "description": "plant watering day",
+                    },
+                )
+            )
             assert saved["created"] is True
-            results = tool_json(await client.call_tool("memory_search", {"query": "when to water the plants"}))
+            results = tool_json(
+                await client.call_tool("memory_search", {"query": "when to water the plants"})
+            )
             assert results[0]["id"] == saved["memory"]["id"]
 
         # A child that dies is restarted and the stack keeps answering.
@@ -129,8 +151,11 @@ async def test_up_serves_supervises_and_restarts(tmp_path: Path) -> None:
         up = UpProcess(env)
         up.wait_for(r"hypermnesia is up", 120)
         restart_s = time.monotonic() - started
-        response = httpx.post(f"{base}/memories/search", json={"query": "plant watering"},
-                              headers={"Authorization": "Bearer alice-token", "X-Hypermnesia-Project": "up-test"})
+        response = httpx.post(
+            f"{base}/memories/search",
+            json={"query": "plant watering"},
+            headers={"Authorization": "Bearer alice-token", "X-Hypermnesia-Project": "up-test"},
+        )
         assert response.json()["results"][0]["id"] == saved["memory"]["id"]
         print(f"first start {first_start_s:.1f} s, restart {restart_s:.1f} s")
     finally:
@@ -143,8 +168,9 @@ def test_up_refuses_a_taken_port(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         env["HM_GATEWAY_PORT"] = str(taken.getsockname()[1])
-        result = subprocess.run([sys.executable, "-m", "hypermnesia", "up"], env=env,
-                                capture_output=True, text=True, timeout=60)
+        result = subprocess.run(
+            [sys.executable, "-m", "hypermnesia", "up"], env=env, capture_output=True, text=True, timeout=60
+        )
     assert result.returncode != 0
     assert "HM_GATEWAY_PORT" in result.stderr and "taken" in result.stderr
 
@@ -154,8 +180,9 @@ def test_up_gives_up_on_a_child_that_keeps_failing(tmp_path: Path) -> None:
     broken = tmp_path / "broken-model"
     broken.mkdir()
     env["HM_EMBEDDING_MODEL_DIR"] = str(broken)  # exists, but holds no model
-    result = subprocess.run([sys.executable, "-m", "hypermnesia", "up"], env=env,
-                            capture_output=True, text=True, timeout=180)
+    result = subprocess.run(
+        [sys.executable, "-m", "hypermnesia", "up"], env=env, capture_output=True, text=True, timeout=180
+    )
     assert result.returncode != 0
     assert "embedder service failed to start 5 times" in result.stderr
     assert "tokenizer.json" in result.stderr
@@ -166,8 +193,13 @@ def test_unreachable_postgres_is_one_sentence(tmp_path: Path, service: str) -> N
     env = {k: v for k, v in os.environ.items() if not k.startswith("HM_")}
     env["HM_DATABASE_URL"] = f"postgresql://nobody@127.0.0.1:{free_port()}/nothing"
     env["HM_DATA_DIR"] = str(tmp_path)
-    result = subprocess.run([sys.executable, "-m", "hypermnesia", "serve", service], env=env,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "hypermnesia", "serve", service],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode != 0
     lines = [line for line in result.stderr.splitlines() if line.startswith("hypermnesia:")]
     assert len(lines) == 1 and "HM_DATABASE_URL" in lines[0], result.stderr
@@ -178,7 +210,26 @@ def test_invalid_setting_names_the_variable(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HM_")}
     env["HM_EMBED_TIMEOUT_MS"] = "-5"
     env["HM_DATA_DIR"] = str(tmp_path)
-    result = subprocess.run([sys.executable, "-m", "hypermnesia", "serve", "retrieval"], env=env,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "hypermnesia", "serve", "retrieval"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert "HM_EMBED_TIMEOUT_MS" in result.stderr and "greater than 0" in result.stderr
+
+
+def test_up_checks_every_service_setting_before_starting(tmp_path: Path) -> None:
+    """A bad value for any one service stops `up` before the database or any child starts."""
+    env = stack_env(tmp_path / "data")
+    env["HM_EMBED_MAX_QUEUE"] = "1"  # valid on its own, but below HM_EMBED_MAX_TEXTS: the embedder's check
+    result = subprocess.run(
+        [sys.executable, "-m", "hypermnesia", "up"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2, result.stderr
+    assert "HM_EMBED_MAX_QUEUE" in result.stderr and "HM_EMBED_MAX_TEXTS" in result.stderr
+    assert "Traceback" not in result.stderr and "ValidationError" not in result.stderr
+    assert result.stdout == ""  # no "postgres ..." line, no endpoint: nothing started
+    assert not (tmp_path / "data" / "pg").exists()

@@ -111,6 +111,11 @@ class CurationStub:
                 request_serializer=hypermnesia_dot_v1_dot_curation__pb2.TaskDecision.SerializeToString,
                 response_deserializer=hypermnesia_dot_v1_dot_common__pb2.Memory.FromString,
                 _registered_method=True)
+        self.GetLiveSettings = channel.unary_unary(
+                '/hypermnesia.v1.Curation/GetLiveSettings',
+                request_serializer=hypermnesia_dot_v1_dot_common__pb2.LiveSettingsRequest.SerializeToString,
+                response_deserializer=hypermnesia_dot_v1_dot_common__pb2.LiveSettings.FromString,
+                _registered_method=True)
 
 
 class CurationServicer:
@@ -210,6 +215,13 @@ class CurationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetLiveSettings(self, request, context):
+        """The settings this service runs with that callers may quote (memory_usage_guide).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CurationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -287,6 +299,11 @@ def add_CurationServicer_to_server(servicer, server):
                     servicer.ConfirmTask,
                     request_deserializer=hypermnesia_dot_v1_dot_curation__pb2.TaskDecision.FromString,
                     response_serializer=hypermnesia_dot_v1_dot_common__pb2.Memory.SerializeToString,
+            ),
+            'GetLiveSettings': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetLiveSettings,
+                    request_deserializer=hypermnesia_dot_v1_dot_common__pb2.LiveSettingsRequest.FromString,
+                    response_serializer=hypermnesia_dot_v1_dot_common__pb2.LiveSettings.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -695,6 +712,33 @@ class Curation:
             '/hypermnesia.v1.Curation/ConfirmTask',
             hypermnesia_dot_v1_dot_curation__pb2.TaskDecision.SerializeToString,
             hypermnesia_dot_v1_dot_common__pb2.Memory.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetLiveSettings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hypermnesia.v1.Curation/GetLiveSettings',
+            hypermnesia_dot_v1_dot_common__pb2.LiveSettingsRequest.SerializeToString,
+            hypermnesia_dot_v1_dot_common__pb2.LiveSettings.FromString,
             options,
             channel_credentials,
             insecure,

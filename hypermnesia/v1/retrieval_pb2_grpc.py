@@ -66,6 +66,11 @@ class RetrievalStub:
                 request_serializer=hypermnesia_dot_v1_dot_retrieval__pb2.ContextRequest.SerializeToString,
                 response_deserializer=hypermnesia_dot_v1_dot_retrieval__pb2.ContextResponse.FromString,
                 _registered_method=True)
+        self.GetLiveSettings = channel.unary_unary(
+                '/hypermnesia.v1.Retrieval/GetLiveSettings',
+                request_serializer=hypermnesia_dot_v1_dot_common__pb2.LiveSettingsRequest.SerializeToString,
+                response_deserializer=hypermnesia_dot_v1_dot_common__pb2.LiveSettings.FromString,
+                _registered_method=True)
 
 
 class RetrievalServicer:
@@ -112,6 +117,13 @@ class RetrievalServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetLiveSettings(self, request, context):
+        """The settings this service runs with that callers may quote (memory_usage_guide).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetrievalServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -144,6 +156,11 @@ def add_RetrievalServicer_to_server(servicer, server):
                     servicer.AssembleContext,
                     request_deserializer=hypermnesia_dot_v1_dot_retrieval__pb2.ContextRequest.FromString,
                     response_serializer=hypermnesia_dot_v1_dot_retrieval__pb2.ContextResponse.SerializeToString,
+            ),
+            'GetLiveSettings': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetLiveSettings,
+                    request_deserializer=hypermnesia_dot_v1_dot_common__pb2.LiveSettingsRequest.FromString,
+                    response_serializer=hypermnesia_dot_v1_dot_common__pb2.LiveSettings.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -309,6 +326,33 @@ class Retrieval:
             '/hypermnesia.v1.Retrieval/AssembleContext',
             hypermnesia_dot_v1_dot_retrieval__pb2.ContextRequest.SerializeToString,
             hypermnesia_dot_v1_dot_retrieval__pb2.ContextResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetLiveSettings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hypermnesia.v1.Retrieval/GetLiveSettings',
+            hypermnesia_dot_v1_dot_common__pb2.LiveSettingsRequest.SerializeToString,
+            hypermnesia_dot_v1_dot_common__pb2.LiveSettings.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,13 +1,13 @@
-"""The admin CLI's work (seed 001): verify, purge, export, import, reindex, rebuild.
+"""Curation's maintenance work behind the admin commands: verify, purge, export, import, reindex.
 
 These run on the server host with direct database access and the same HM_* settings as the stack
-(with no HM_DATABASE_URL, the embedded Postgres of HM_DATA_DIR, running or not). Re-embedding
-loads the encoder in-process, so none of them needs the embedder service.
+(with no HM_DATABASE_URL, the embedded Postgres of HM_DATA_DIR, running or not). Re-embedding uses
+the encoder the caller passes (the `hypermnesia` command runs the model in-process: tooling/encoder.py),
+so none of them needs the embedder service. Their SQL is in services/curation/maintenance_repo.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import getpass
 import json
 import logging
@@ -16,22 +16,25 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import asyncpg
 import numpy as np
 
-from hypermnesia import db, validation
+from hypermnesia import validation
+from hypermnesia.embedded_pg import resolve_database_url
 from hypermnesia.errors import InvalidArgument, NotFound, StartupError
-from hypermnesia.settings import CurationSettings, EmbedderSettings
-from services.curation import entities, memory_fields, payloads, rawlog, repo
+from hypermnesia.migrator import migrate
+from hypermnesia.pin import VECTOR_TABLES, ensure_embedding_pin, read_pin
+from hypermnesia.pool import connect_pool
+from hypermnesia.settings import CurationSettings
+from services.curation import entities, maintenance_repo, memory_fields, payloads, rawlog, repo
 from services.curation.embedding import embedding_text
 
 log = logging.getLogger(__name__)
 
-EMBED_BATCH = 64
-# Vector tables and the SQL expression of the text each row is embedded as.
-REINDEX_TEXT = {"memories": "CASE WHEN description = '' THEN content ELSE description || E'\\n' || content END"}
+# Vector tables reindex knows how to embed: their rows are embedded as embedding_text(description, content).
+REINDEX_TABLES = ("memories",)
 
 
 def admin_principal() -> str:
@@ -43,53 +46,33 @@ def admin_principal() -> str:
 
 @asynccontextmanager
 async def open_pool(settings: CurationSettings) -> AsyncIterator[asyncpg.Pool]:
-    url, embedded = db.resolve_database_url(
+    url, embedded = resolve_database_url(
         settings.database_url, settings.data_dir, settings.pg_shared_buffers_mb
     )
-    pool = await db.connect_pool(url, max_size=4)
+    pool = await connect_pool(url, max_size=4)
     try:
-        await db.migrate(pool)
+        await migrate(pool)
         yield pool
     finally:
         await pool.close()
         log.debug("closed the store (embedded server: %s)", embedded is not None)
 
 
-class LocalEncoder:
-    """The configured model, run in this process (HM_EMBEDDING_MODEL_DIR, else the default), through
-    the embedder's own engine so vectors are exactly what the embedder service would return."""
+class Encoder(Protocol):
+    """What the maintenance work needs of a model: the admin command passes its in-process encoder
+    (tooling/encoder.py), so these run with no embedder service."""
 
-    def __init__(self, settings: EmbedderSettings) -> None:
-        from services.embedder.engine import EmbeddingEngine
-        from services.embedder.server import build_provider
+    model_id: str
+    dimension: int
 
-        # No reranker: the admin commands only embed documents.
-        self.engine = EmbeddingEngine(build_provider(settings))
-        self.engine.start()
-        self.model_id: str = self.engine.info.model_id
-        self.dimension: int = int(self.engine.info.dimension)
-
-    async def embed(self, texts: list[str], on_batch: Callable[[int], None] | None = None) -> np.ndarray:
-        parts = []
-        for start in range(0, len(texts), EMBED_BATCH):
-            chunk = texts[start : start + EMBED_BATCH]
-            parts.append((await self.engine.embed(chunk)).vectors)
-            if on_batch is not None:
-                on_batch(len(chunk))
-        return np.concatenate(parts) if parts else np.zeros((0, self.dimension), dtype=np.float32)
-
-    async def count_tokens(self, texts: list[str]) -> list[int]:
-        return list(await self.engine.count_tokens(texts))
-
-    async def close(self) -> None:
-        await self.engine.close()
+    async def embed(self, texts: list[str], on_batch: Callable[[int], None] | None = None) -> np.ndarray: ...
 
 
-async def require_pin(pool: asyncpg.Pool, encoder: LocalEncoder) -> None:
+async def require_pin(pool: asyncpg.Pool, encoder: Encoder) -> None:
     """Vectors written now must be comparable with the stored ones."""
-    pin = await db.read_pin(pool)
+    pin = await read_pin(pool)
     if pin is None:
-        await db.ensure_embedding_pin(pool, encoder.model_id, encoder.dimension)
+        await ensure_embedding_pin(pool, encoder.model_id, encoder.dimension)
     elif pin != (encoder.model_id, encoder.dimension):
         raise StartupError(
             f"the store is pinned to {pin[0]} ({pin[1]} dims) but HM_EMBEDDING_MODEL_DIR gives "
@@ -116,35 +99,40 @@ async def purge(pool: asyncpg.Pool, memory_id_text: str, principal: str) -> int:
     async with pool.acquire() as conn, conn.transaction():
         await rawlog.lock_head(conn)
         row = await repo.lock_memory(conn, memory_id)
-        record_ids = [r["id"] for r in await conn.fetch(
-            "SELECT id FROM records WHERE (target_id = $1 OR id = $1) AND operation <> 'purge'", memory_id)]
+        record_ids = await maintenance_repo.record_ids_about(conn, memory_id)
         if row is None and not record_ids:
             raise NotFound(f"no memory or record {memory_id_text}")
-        scope = row["scope"] if row is not None else await conn.fetchval(
-            "SELECT scope FROM records WHERE id = ANY($1) LIMIT 1", record_ids)
-        removed = await conn.fetch(
-            "SELECT t.payload FROM record_texts t JOIN records r ON r.id = t.record_id WHERE t.record_id = ANY($1)"
-            " ORDER BY r.seq", record_ids)
-        await conn.execute("DELETE FROM record_texts WHERE record_id = ANY($1)", record_ids)
+        scope = row["scope"] if row is not None else await maintenance_repo.records_scope(conn, record_ids)
+        removed = await maintenance_repo.record_payloads(conn, record_ids)
+        await maintenance_repo.delete_record_texts(conn, record_ids)
         # Vectors are derived from the text and could leak it: erase every version's vector too.
-        texts = _embedded_texts([json.loads(r["payload"]) for r in removed])
+        texts = _embedded_texts([json.loads(payload) for payload in removed])
         if row is not None:
             texts.append(embedding_text(row["description"], row["content"]))
-        await conn.execute("DELETE FROM embedding_store WHERE text_sha256 = ANY($1)",
-                           [repo.text_sha256(t) for t in texts])
+        await maintenance_repo.delete_kept_vectors(conn, [repo.text_sha256(t) for t in texts])
         reclose = None
         if row is not None and row["supersedes"] is not None:
             predecessor = await repo.fetch_full(conn, row["supersedes"])
             if predecessor is not None and predecessor["superseded_by"] == memory_id:
-                reclose = {"id": str(predecessor["id"]), "valid_to": memory_fields.iso(predecessor["valid_to"])}
+                reclose = {
+                    "id": str(predecessor["id"]),
+                    "valid_to": memory_fields.iso(predecessor["valid_to"]),
+                }
         if row is not None:
             await repo.delete_memory(conn, memory_id)
         now = datetime.now(UTC)
         await rawlog.append(
-            conn, scope=scope, kind="memory", operation="purge", author=principal, target_id=memory_id,
+            conn,
+            scope=scope,
+            kind="memory",
+            operation="purge",
+            author=principal,
+            target_id=memory_id,
             payload=payloads.event("purge", memory_id, now, records=len(removed), reclose=reclose),
         )
-    log.warning("purged %s: removed the text of %d records (audited as a purge record)", memory_id, len(removed))
+    log.warning(
+        "purged %s: removed the text of %d records (audited as a purge record)", memory_id, len(removed)
+    )
     return len(removed)
 
 
@@ -166,10 +154,8 @@ def _embedded_texts(payload_list: list[dict[str, Any]]) -> list[str]:
 async def export(pool: asyncpg.Pool, out: IO[str], scopes: list[str] | None, progress: Any = None) -> int:
     """Every memory (archived and superseded included) as JSONL, without vectors."""
     count = 0
-    where = " WHERE scope = ANY($1::text[])" if scopes else ""
     async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
-        sql = f"SELECT {memory_fields.SELECT_LIST} FROM memories{where} ORDER BY created_at, id"
-        async for row in conn.cursor(sql, *([scopes] if scopes else []), prefetch=1000):
+        async for row in maintenance_repo.memories_for_export(conn, scopes):
             out.write(json.dumps(memory_fields.to_json(row), ensure_ascii=False, sort_keys=True) + "\n")
             count += 1
             if progress is not None:
@@ -185,8 +171,10 @@ class ImportReport:
     bad_lines: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
-        return (f"read {self.read} lines: imported {self.imported}, skipped {self.skipped} existing, "
-                f"{len(self.bad_lines)} malformed")
+        return (
+            f"read {self.read} lines: imported {self.imported}, skipped {self.skipped} existing, "
+            f"{len(self.bad_lines)} malformed"
+        )
 
 
 _REQUIRED = ("id", "scope", "content", "owner_id", "kind", "created_at")
@@ -220,10 +208,16 @@ def parse_line(number: int, line: str) -> dict[str, Any]:
 
 
 async def import_dump(
-    pool: asyncpg.Pool, encoder: LocalEncoder, lines: Iterable[str], principal: str,
-    progress: Any = None, batch: int = 500,
+    pool: asyncpg.Pool,
+    encoder: Encoder | None,
+    lines: Iterable[str],
+    principal: str,
+    progress: Any = None,
+    batch: int = 500,
+    dry_run: bool = False,
 ) -> ImportReport:
-    """Restore a dump: re-embed, keep ids and timestamps, skip ids that exist (idempotent)."""
+    """Restore a dump: re-embed, keep ids and timestamps, skip ids that exist (idempotent). A dry
+    run checks every line and counts what would be imported, and writes nothing."""
     report = ImportReport()
     pending: list[dict[str, Any]] = []
 
@@ -231,24 +225,42 @@ async def import_dump(
         if not pending:
             return
         async with pool.acquire() as conn:
-            have = {r["id"] for r in await conn.fetch(
-                "SELECT id FROM memories WHERE id = ANY($1)", [f["id"] for f in pending])}
+            have = await maintenance_repo.existing_memory_ids(conn, [f["id"] for f in pending])
         fresh = [f for f in pending if f["id"] not in have]
+        if dry_run:
+            report.imported += len(fresh)
+            report.skipped += len(pending) - len(fresh)
+            if progress is not None:
+                progress.update(len(pending))
+            pending.clear()
+            return
+        assert encoder is not None, "an import that writes needs an encoder"
         vectors = await encoder.embed([embedding_text(f["description"], f["content"]) for f in fresh])
         async with pool.acquire() as conn, conn.transaction():
             await rawlog.lock_head(conn)
-            have |= {r["id"] for r in await conn.fetch(
-                "SELECT id FROM memories WHERE id = ANY($1)", [f["id"] for f in fresh])}
+            have |= await maintenance_repo.existing_memory_ids(conn, [f["id"] for f in fresh])
             keep = [(f, v) for f, v in zip(fresh, vectors, strict=True) if f["id"] not in have]
             await repo.insert_memories(conn, [f for f, _ in keep], [v for _, v in keep])
-            await rawlog.append_many(conn, [
-                rawlog.Entry(scope=f["scope"], kind="memory", operation="import", author=principal,
-                             target_id=f["id"], source_ref=None, thread_id=f["thread_id"],
-                             payload=payloads.create(f))
-                for f, _ in keep
-            ])
-            await entities.link_many(conn, [(f["id"], f["scope"], f["description"], f["content"], f["created_at"])
-                                            for f, _ in keep])
+            await rawlog.append_many(
+                conn,
+                [
+                    rawlog.Entry(
+                        scope=f["scope"],
+                        kind="memory",
+                        operation="import",
+                        author=principal,
+                        target_id=f["id"],
+                        source_ref=None,
+                        thread_id=f["thread_id"],
+                        payload=payloads.create(f),
+                    )
+                    for f, _ in keep
+                ],
+            )
+            await entities.link_many(
+                conn,
+                [(f["id"], f["scope"], f["description"], f["content"], f["created_at"]) for f, _ in keep],
+            )
         report.imported += len(keep)
         report.skipped += len(pending) - len(keep)
         if progress is not None:
@@ -279,43 +291,27 @@ async def import_dump(
 # ---- reindex --------------------------------------------------------------------------------
 
 
-async def reindex(pool: asyncpg.Pool, encoder: LocalEncoder, progress: Any = None) -> int:
-    """Re-embed every vector table with the configured model; swap each vector column + HNSW index
+async def reindex(pool: asyncpg.Pool, encoder: Encoder, progress: Any = None) -> int:
+    """Re-embed every vector table with the encoder's model; swap each vector column + HNSW index
     and the model pin in one transaction (a different dimension works). Writers wait meanwhile."""
-    unknown = [t for t in db.VECTOR_TABLES if t not in REINDEX_TEXT]
+    unknown = [t for t in VECTOR_TABLES if t not in REINDEX_TABLES]
     if unknown:
         raise StartupError(f"reindex does not know how to embed rows of {', '.join(unknown)}")
     total = 0
     async with pool.acquire() as conn, conn.transaction():
-        await conn.execute("SELECT 1 FROM record_chain FOR UPDATE")  # no write lands mid-swap
-        for table in db.VECTOR_TABLES:
-            await conn.execute(f"LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE")
-            rows = await conn.fetch(f"SELECT id, {REINDEX_TEXT[table]} AS text FROM {table}")
-            vectors = await encoder.embed([r["text"] for r in rows], progress.update if progress else None)
-            await conn.execute(f"ALTER TABLE {table} ADD COLUMN embedding_next vector({int(encoder.dimension)})")
-            await conn.executemany(
-                f"UPDATE {table} SET embedding_next = $2 WHERE id = $1",
-                [(r["id"], v) for r, v in zip(rows, vectors, strict=True)],
-            )
-            await conn.execute(f"ALTER TABLE {table} DROP COLUMN IF EXISTS embedding")  # and its HNSW index
-            await conn.execute(f"ALTER TABLE {table} RENAME COLUMN embedding_next TO embedding")
-            await conn.execute(
-                f"CREATE INDEX {table}_embedding_hnsw ON {table} USING hnsw (embedding vector_cosine_ops)"
+        await rawlog.lock_head(conn)  # no write lands mid-swap
+        for table in VECTOR_TABLES:
+            await maintenance_repo.lock_out_writers(conn, table)
+            rows = await maintenance_repo.rows_to_embed(conn, table)
+            texts = [embedding_text(r["description"], r["content"]) for r in rows]
+            vectors = await encoder.embed(texts, progress.update if progress else None)
+            await maintenance_repo.swap_vector_column(
+                conn, table, encoder.dimension, [(r["id"], v) for r, v in zip(rows, vectors, strict=True)]
             )
             total += len(rows)
             if table == "memories":
                 # The kept vectors follow the pin: only the new model's vectors may stay.
-                await conn.execute("TRUNCATE embedding_store")
-                await repo.store_vectors(conn, [r["text"] for r in rows], list(vectors))
-        updated = await conn.execute(
-            "UPDATE embedding_pin SET model_id = $1, dimension = $2, pinned_at = now()",
-            encoder.model_id, encoder.dimension,
-        )
-        if updated == "UPDATE 0":
-            await conn.execute("INSERT INTO embedding_pin (model_id, dimension) VALUES ($1, $2)",
-                               encoder.model_id, encoder.dimension)
+                await maintenance_repo.reset_kept_vectors(conn)
+                await repo.store_vectors(conn, texts, list(vectors))
+        await maintenance_repo.move_pin(conn, encoder.model_id, encoder.dimension)
     return total
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)

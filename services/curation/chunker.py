@@ -78,15 +78,27 @@ def blocks(markdown: str) -> list[Block]:
                 while i < len(lines) and (
                     pattern.match(lines[i])
                     or (kind == "list" and lines[i].startswith(("  ", "\t")) and lines[i].strip())
-                    or (kind == "list" and not lines[i].strip() and i + 1 < len(lines) and pattern.match(lines[i + 1]))
+                    or (
+                        kind == "list"
+                        and not lines[i].strip()
+                        and i + 1 < len(lines)
+                        and pattern.match(lines[i + 1])
+                    )
                 ):
                     i += 1
                 out.append(Block(kind, "\n".join(lines[start:i]).strip("\n"), heads()))
                 break
         else:
             start = i
-            while i < len(lines) and lines[i].strip() and not (
-                _HEADING.match(lines[i]) or _FENCE.match(lines[i]) or _LIST.match(lines[i]) or _TABLE.match(lines[i])
+            while (
+                i < len(lines)
+                and lines[i].strip()
+                and not (
+                    _HEADING.match(lines[i])
+                    or _FENCE.match(lines[i])
+                    or _LIST.match(lines[i])
+                    or _TABLE.match(lines[i])
+                )
             ):
                 i += 1
             out.append(Block("paragraph", "\n".join(lines[start:i]), heads()))
@@ -105,7 +117,9 @@ async def chunk(markdown: str, count: CountFn) -> list[Chunk]:
         if block.kind == "paragraph" and size > TARGET_MAX:
             sentences = _SENTENCE.split(block.text)
             counts = await count(sentences)
-            units.extend((Block("paragraph", s, block.headings), c) for s, c in zip(sentences, counts, strict=True))
+            units.extend(
+                (Block("paragraph", s, block.headings), c) for s, c in zip(sentences, counts, strict=True)
+            )
         else:
             units.append((block, size))
     chunks: list[list[tuple[Block, int]]] = [[]]

@@ -23,7 +23,7 @@ import asyncpg
 from hypermnesia import validation
 from hypermnesia.errors import InvalidArgument
 from hypermnesia.v1 import curation_pb2
-from services.curation import chunker, entities, payloads, rawlog, repo
+from services.curation import chunker, documents_repo, entities, payloads, rawlog, repo
 from services.curation.embedding import EmbedFn, embedding_text
 from services.curation.writer import new_memory
 
@@ -45,13 +45,20 @@ class IngestReport:
 
     def to_message(self) -> curation_pb2.IngestResponse:
         return curation_pb2.IngestResponse(
-            files=self.files, unchanged=self.unchanged, changed=self.changed, added=self.added,
-            retired=self.retired, chunks_written=self.chunks_written, skipped=self.skipped,
+            files=self.files,
+            unchanged=self.unchanged,
+            changed=self.changed,
+            added=self.added,
+            retired=self.retired,
+            chunks_written=self.chunks_written,
+            skipped=self.skipped,
         )
 
     def summary(self) -> str:
-        return (f"{self.files} files: {self.added} new, {self.changed} changed, {self.unchanged} unchanged, "
-                f"{self.retired} retired, {len(self.skipped)} skipped; {self.chunks_written} chunks written")
+        return (
+            f"{self.files} files: {self.added} new, {self.changed} changed, {self.unchanged} unchanged, "
+            f"{self.retired} retired, {len(self.skipped)} skipped; {self.chunks_written} chunks written"
+        )
 
 
 # ---- walking a tree -------------------------------------------------------------------------
@@ -151,7 +158,11 @@ class Ingester:
         self.count_tokens = count_tokens
 
     async def ingest_files(
-        self, principal: str, scope: str, repo_name: str, files: list[tuple[str, bytes]],
+        self,
+        principal: str,
+        scope: str,
+        repo_name: str,
+        files: list[tuple[str, bytes]],
         progress: Callable[[int], Any] | None = None,
     ) -> IngestReport:
         validation.check_scope(scope)
@@ -159,9 +170,7 @@ class Ingester:
             raise InvalidArgument("repo must be a name of 1-200 characters (e.g. the repository slug)")
         report = IngestReport(files=len(files))
         async with self.pool.acquire() as conn:
-            known = {r["path"]: r for r in await conn.fetch(
-                "SELECT path, content_hash, chunk_ids, retired_at FROM documents WHERE scope = $1 AND repo = $2",
-                scope, repo_name)}
+            known = await documents_repo.known_files(conn, scope, repo_name)
         present = set()
         for path, data in files:
             present.add(path)
@@ -184,8 +193,15 @@ class Ingester:
         return report
 
     async def _write_file(
-        self, principal: str, scope: str, repo_name: str, path: str, text: str, digest: str,
-        old: asyncpg.Record | None, report: IngestReport,
+        self,
+        principal: str,
+        scope: str,
+        repo_name: str,
+        path: str,
+        text: str,
+        digest: str,
+        old: asyncpg.Record | None,
+        report: IngestReport,
     ) -> None:
         chunks = await chunker.chunk(text, self.count_tokens)
         if not chunks:
@@ -194,22 +210,34 @@ class Ingester:
         rows = []
         for ordinal, part in enumerate(chunks):
             description = f"{path}: {' > '.join(part.heading_path)}" if part.heading_path else path
-            rows.append(new_memory(
-                memory_id=uuid.uuid4(), scope=scope, owner=principal, kind="document", content=part.text, at=now,
-                type="document", description=description[:validation.MAX_DESCRIPTION_CHARS], repo=repo_name,
-                path=path, heading_path=list(part.heading_path), ordinal=ordinal,
-                source_ref=f"{repo_name}/{path}#{ordinal}",
-                metadata={"content_hash": digest, "tokens": part.tokens},
-            ))
+            rows.append(
+                new_memory(
+                    memory_id=uuid.uuid4(),
+                    scope=scope,
+                    owner=principal,
+                    kind="document",
+                    content=part.text,
+                    at=now,
+                    type="document",
+                    description=description[: validation.MAX_DESCRIPTION_CHARS],
+                    repo=repo_name,
+                    path=path,
+                    heading_path=list(part.heading_path),
+                    ordinal=ordinal,
+                    source_ref=f"{repo_name}/{path}#{ordinal}",
+                    metadata={"content_hash": digest, "tokens": part.tokens},
+                )
+            )
         vectors = await self.embed([embedding_text(r["description"], r["content"]) for r in rows])
-        old_ids: list[uuid.UUID] = list(old["chunk_ids"]) if old is not None and old["retired_at"] is None else []
+        old_ids: list[uuid.UUID] = (
+            list(old["chunk_ids"]) if old is not None and old["retired_at"] is None else []
+        )
         closes: dict[int, list[uuid.UUID]] = {}
         for i, old_id in enumerate(old_ids):
             closes.setdefault(min(i, len(rows) - 1), []).append(old_id)
         async with self.pool.acquire() as conn, conn.transaction():
             await rawlog.lock_head(conn)
-            live_old = {r["id"] for r in await conn.fetch(
-                "SELECT id FROM memories WHERE id = ANY($1) AND superseded_by IS NULL", old_ids)}
+            live_old = await documents_repo.heads(conn, old_ids)
             for i, row in enumerate(rows):
                 mine = [c for c in closes.get(i, []) if c in live_old]
                 row["supersedes"] = mine[0] if mine else None
@@ -218,17 +246,26 @@ class Ingester:
             for i, row in enumerate(rows):
                 for closed in closes[i]:
                     await repo.close_memory(conn, closed, row["id"], now)
-            await rawlog.append_many(conn, [
-                rawlog.Entry(id=row["id"], scope=scope, kind="document", operation="ingest", author=principal,
-                             target_id=row["id"], payload=payloads.create(row, closes=closes[i] or None))
-                for i, row in enumerate(rows)
-            ])
-            await entities.link_many(conn, [(r["id"], scope, r["description"], r["content"], now) for r in rows])
-            await conn.execute(
-                "INSERT INTO documents (scope, repo, path, content_hash, chunk_ids, ingested_at)"
-                " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (scope, repo, path) DO UPDATE"
-                " SET content_hash = $4, chunk_ids = $5, ingested_at = $6, retired_at = NULL",
-                scope, repo_name, path, digest, [r["id"] for r in rows], now,
+            await rawlog.append_many(
+                conn,
+                [
+                    rawlog.Entry(
+                        id=row["id"],
+                        scope=scope,
+                        kind="document",
+                        operation="ingest",
+                        author=principal,
+                        target_id=row["id"],
+                        payload=payloads.create(row, closes=closes[i] or None),
+                    )
+                    for i, row in enumerate(rows)
+                ],
+            )
+            await entities.link_many(
+                conn, [(r["id"], scope, r["description"], r["content"], now) for r in rows]
+            )
+            await documents_repo.record_file(
+                conn, scope, repo_name, path, digest, [r["id"] for r in rows], now
             )
         if old is None or old["retired_at"] is not None:
             report.added += 1
@@ -236,19 +273,25 @@ class Ingester:
             report.changed += 1
         report.chunks_written += len(rows)
 
-    async def _retire(self, principal: str, scope: str, repo_name: str, path: str, chunk_ids: list[uuid.UUID]) -> None:
+    async def _retire(
+        self, principal: str, scope: str, repo_name: str, path: str, chunk_ids: list[uuid.UUID]
+    ) -> None:
         now = datetime.now(UTC)
         async with self.pool.acquire() as conn, conn.transaction():
             await rawlog.lock_head(conn)
-            live = [r["id"] for r in await conn.fetch(
-                "UPDATE memories SET archived_at = $2, valid_to = $2 WHERE id = ANY($1)"
-                " AND superseded_by IS NULL AND archived_at IS NULL RETURNING id", list(chunk_ids), now)]
-            await rawlog.append_many(conn, [
-                rawlog.Entry(scope=scope, kind="document", operation="retire", author=principal, target_id=i,
-                             payload=payloads.event("retire", i, now, path=path))
-                for i in live
-            ])
-            await conn.execute(
-                "UPDATE documents SET retired_at = $4 WHERE scope = $1 AND repo = $2 AND path = $3",
-                scope, repo_name, path, now,
+            live = await documents_repo.retire_chunks(conn, list(chunk_ids), now)
+            await rawlog.append_many(
+                conn,
+                [
+                    rawlog.Entry(
+                        scope=scope,
+                        kind="document",
+                        operation="retire",
+                        author=principal,
+                        target_id=i,
+                        payload=payloads.event("retire", i, now, path=path),
+                    )
+                    for i in live
+                ],
             )
+            await documents_repo.retire_file(conn, scope, repo_name, path, now)

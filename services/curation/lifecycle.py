@@ -13,14 +13,11 @@ import asyncpg
 
 from hypermnesia import validation
 from hypermnesia.errors import FailedPrecondition, InvalidArgument, NotFound
-from hypermnesia.memory_rows import MEMORY_COLUMNS
 from hypermnesia.scopes import permits, require
-from services.curation import payloads, rawlog, repo
-from services.curation.writer import parse_id
+from services.curation import lifecycle_repo, payloads, rawlog, repo
 
 log = logging.getLogger(__name__)
 
-MAX_LIMIT = 1000
 SYSTEM_PRINCIPAL = "system:sweep"
 
 
@@ -45,15 +42,6 @@ class ForgetResult:
     applied: bool
 
 
-# Stale (not recalled since $a) and unimportant (importance <= $b), live, and not pinned.
-_STALE = (
-    "archived_at IS NULL AND superseded_by IS NULL AND decay_class <> 'none' AND kind <> 'core'"
-    " AND last_accessed_at < ${a} AND importance <= ${b}"
-)
-_CRITERIA = "scope = ANY($1::text[]) AND tags @> $2::text[] AND " + _STALE.format(a=3, b=4)
-_SWEEP = _STALE.format(a=1, b=2)
-
-
 class Forgetter:
     def __init__(self, pool: asyncpg.Pool, *, after_days: float, importance_floor: float) -> None:
         self.pool = pool
@@ -72,8 +60,7 @@ class Forgetter:
         if days < 0:
             raise InvalidArgument("older_than_days must be 0 or more")
         validation.check_importance(floor)
-        if not 1 <= item.limit <= MAX_LIMIT:
-            raise InvalidArgument(f"limit must be between 1 and {MAX_LIMIT}")
+        validation.check_limit(item.limit, validation.MAX_FORGET_LIMIT)
         now = datetime.now(UTC)
         cutoff = now - timedelta(days=days)
         args = (item.scopes, item.tags, cutoff, floor)
@@ -81,24 +68,21 @@ class Forgetter:
             if item.apply:
                 await rawlog.lock_head(conn)  # the head before memory rows, as every write does
                 # Lock what we archive so `matched` is exactly what apply archives.
-                ids = [r["id"] for r in await conn.fetch(
-                    f"SELECT id FROM memories WHERE {_CRITERIA} ORDER BY last_accessed_at, id FOR UPDATE", *args
-                )]
+                ids = await lifecycle_repo.lock_stale(conn, *args)
                 matched = len(ids)
             else:
-                matched = int(await conn.fetchval(f"SELECT count(*) FROM memories WHERE {_CRITERIA}", *args))
-            listed = await conn.fetch(
-                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {_CRITERIA} ORDER BY last_accessed_at, id LIMIT $5",
-                *args, item.limit,
-            )
+                matched = await lifecycle_repo.count_stale(conn, *args)
+            listed = await lifecycle_repo.stale(conn, *args, item.limit)
             if item.apply and ids:
                 await archive(conn, ids, item.principal, now, reason="forget")
-                listed = [await repo.fetch_memory(conn, r["id"]) for r in listed]  # type: ignore[misc]
-        return ForgetResult(matched, matched if item.apply else 0, list(listed), matched > len(listed), item.apply)
+                listed = [await repo.fetch_memory(conn, r["id"]) for r in listed]
+        return ForgetResult(
+            matched, matched if item.apply else 0, list(listed), matched > len(listed), item.apply
+        )
 
     async def restore(self, principal: str, grants: tuple[str, ...], memory_id_text: str) -> asyncpg.Record:
         """Un-archive, refreshing the access time so the next sweep does not re-forget it at once."""
-        memory_id = parse_id(memory_id_text)
+        memory_id = validation.parse_id(memory_id_text)
         async with self.pool.acquire() as conn, conn.transaction():
             await rawlog.lock_head(conn)
             row = await repo.lock_memory(conn, memory_id)
@@ -107,12 +91,15 @@ class Forgetter:
             if row["archived_at"] is None:
                 raise FailedPrecondition(f"{memory_id_text} is not archived; there is nothing to restore")
             now = datetime.now(UTC)
-            await conn.execute(
-                "UPDATE memories SET archived_at = NULL, last_accessed_at = $2 WHERE id = $1", memory_id, now
-            )
+            await lifecycle_repo.unarchive(conn, memory_id, now)
             await rawlog.append(
-                conn, scope=row["scope"], kind="memory", operation="restore", author=principal,
-                target_id=memory_id, payload=payloads.event("restore", memory_id, now),
+                conn,
+                scope=row["scope"],
+                kind="memory",
+                operation="restore",
+                author=principal,
+                target_id=memory_id,
+                payload=payloads.event("restore", memory_id, now),
             )
             restored = await repo.fetch_memory(conn, memory_id)
         assert restored is not None
@@ -124,10 +111,7 @@ class Forgetter:
         cutoff = now - timedelta(days=self.after_days)
         async with self.pool.acquire() as conn, conn.transaction():
             await rawlog.lock_head(conn)
-            rows = await conn.fetch(
-                f"SELECT id, scope, description FROM memories WHERE {_SWEEP} ORDER BY last_accessed_at FOR UPDATE",
-                cutoff, self.importance_floor,
-            )
+            rows = await lifecycle_repo.lock_sweep(conn, cutoff, self.importance_floor)
             if rows:
                 await archive(conn, [r["id"] for r in rows], SYSTEM_PRINCIPAL, now, reason="sweep")
         for row in rows:
@@ -149,11 +133,18 @@ async def archive(
     conn: asyncpg.Connection, ids: list[uuid.UUID], principal: str, at: datetime, reason: str
 ) -> None:
     """Archive memories (soft) and record one raw-log event per memory."""
-    rows = await conn.fetch(
-        "UPDATE memories SET archived_at = $2 WHERE id = ANY($1) RETURNING id, scope", ids, at
+    rows = await lifecycle_repo.archive(conn, ids, at)
+    await rawlog.append_many(
+        conn,
+        [
+            rawlog.Entry(
+                scope=r["scope"],
+                kind="memory",
+                operation="archive",
+                author=principal,
+                target_id=r["id"],
+                payload=payloads.event("archive", r["id"], at, reason=reason),
+            )
+            for r in rows
+        ],
     )
-    await rawlog.append_many(conn, [
-        rawlog.Entry(scope=r["scope"], kind="memory", operation="archive", author=principal, target_id=r["id"],
-                     payload=payloads.event("archive", r["id"], at, reason=reason))
-        for r in rows
-    ])

@@ -1,6 +1,6 @@
-"""The curated columns of a memory and their JSON form.
+"""The JSON form of a memory's curated columns (the column list is hypermnesia.memory_rows.COLUMNS).
 
-One list, used by every place that copies a memory whole: the raw-log payloads (so a rebuild can
+Used by every place that copies a memory whole: the raw-log payloads (so a rebuild can
 replay every field), export/import, and the rebuild's comparison. The embedding and the generated
 tsvector are never part of it: vectors belong to a model, not to the memory.
 """
@@ -13,37 +13,10 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-# Column -> JSON codec name. Order is the INSERT order.
-COLUMNS: dict[str, str] = {
-    "id": "uuid",
-    "scope": "text",
-    "repo": "text",
-    "owner_id": "text",
-    "type": "text",
-    "kind": "text",
-    "description": "text",
-    "content": "text",
-    "tags": "list",
-    "metadata": "json",
-    "importance": "float",
-    "decay_class": "text",
-    "created_at": "time",
-    "updated_at": "time",
-    "last_accessed_at": "time",
-    "archived_at": "time",
-    "expires_at": "time",
-    "access_count": "int",
-    "valid_from": "time",
-    "valid_to": "time",
-    "supersedes": "uuid",
-    "superseded_by": "uuid",
-    "source_ref": "text",
-    "thread_id": "text",
-    "ordinal": "int",
-    "path": "text",
-    "heading_path": "list",
-    "state_key": "text",
-}
+from hypermnesia import memory_rows
+
+# Column -> JSON codec name, in INSERT order (defined with the rest of the row in memory_rows).
+COLUMNS = memory_rows.COLUMNS
 
 SELECT_LIST = ", ".join(COLUMNS)
 

@@ -27,8 +27,9 @@ from services.curation.memory_fields import iso, parse_time
 PAYLOAD_VERSION = 1
 
 
-def create(fields: Mapping[str, Any], closes: uuid.UUID | list[uuid.UUID] | None = None,
-           **extra: Any) -> dict[str, Any]:
+def create(
+    fields: Mapping[str, Any], closes: uuid.UUID | list[uuid.UUID] | None = None, **extra: Any
+) -> dict[str, Any]:
     """`closes`: the memory (or memories: a re-ingested file's old chunks) this one supersedes."""
     data: dict[str, Any] = {"v": PAYLOAD_VERSION, "op": "create", "memory": memory_fields.to_json(fields)}
     if isinstance(closes, list):
@@ -40,8 +41,12 @@ def create(fields: Mapping[str, Any], closes: uuid.UUID | list[uuid.UUID] | None
 
 
 def update(memory_id: uuid.UUID, changes: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
-    data = {"v": PAYLOAD_VERSION, "op": "update", "id": str(memory_id),
-            "set": memory_fields.to_json_partial(changes)}
+    data = {
+        "v": PAYLOAD_VERSION,
+        "op": "update",
+        "id": str(memory_id),
+        "set": memory_fields.to_json_partial(changes),
+    }
     data.update(extra)
     return data
 

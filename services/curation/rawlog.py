@@ -106,7 +106,7 @@ async def append_many(conn: asyncpg.Connection, entries: list[Entry]) -> list[Ap
         seq += 1
         text = canonical_json(entry.payload)
         content_sha256 = hashlib.sha256(text.encode()).hexdigest()
-        row = {
+        row: dict[str, Any] = {
             "id": entry.id or uuid.uuid4(),
             "seq": seq,
             "scope": entry.scope,
@@ -162,7 +162,9 @@ async def verify(conn: asyncpg.Connection, batch: int = 5000, progress: Any = No
             # A purged record has no text; any text still present must be the text that was hashed.
             payload = row["payload"]
             if payload is not None and hashlib.sha256(payload.encode()).hexdigest() != row["content_sha256"]:
-                return VerifyResult(checked, row["seq"], "the record's text does not match its content_sha256")
+                return VerifyResult(
+                    checked, row["seq"], "the record's text does not match its content_sha256"
+                )
             prev_hash = row["record_hash"]
             expected_seq += 1
             checked += 1

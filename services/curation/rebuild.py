@@ -24,7 +24,7 @@ from typing import Any
 import asyncpg
 
 from hypermnesia.v1 import curation_pb2
-from services.curation import entities, memory_fields, payloads, repo
+from services.curation import entities, memory_fields, payloads, rawlog, records_repo, repo
 from services.curation.embedding import EmbedFn, embedding_text
 
 log = logging.getLogger(__name__)
@@ -45,46 +45,51 @@ class RebuildReport:
 
     def to_message(self) -> curation_pb2.RebuildResponse:
         return curation_pb2.RebuildResponse(
-            replayed=self.replayed, live=self.live, inserted=self.inserted, updated=self.updated,
-            deleted=self.deleted, reembedded=self.reembedded, differences=self.differences[:MAX_REPORTED],
+            replayed=self.replayed,
+            live=self.live,
+            inserted=self.inserted,
+            updated=self.updated,
+            deleted=self.deleted,
+            reembedded=self.reembedded,
+            differences=self.differences[:MAX_REPORTED],
             applied=self.applied,
         )
 
     def summary(self) -> str:
         verb = "fixed" if self.applied else "found"
-        return (f"replayed {self.replayed} records against {self.live} live memories; {verb} "
-                f"{self.inserted} missing, {self.updated} different, {self.deleted} extra; "
-                f"{self.reembedded} re-embedded")
+        return (
+            f"replayed {self.replayed} records against {self.live} live memories; {verb} "
+            f"{self.inserted} missing, {self.updated} different, {self.deleted} extra; "
+            f"{self.reembedded} re-embedded"
+        )
 
 
 _COMPARED = [c for c in memory_fields.COLUMNS if c not in memory_fields.ACCESS_COLUMNS]
 
 
-def _scope_filter(scopes: list[str] | None, column: str) -> str:
-    return f" WHERE {column} = ANY($1::text[])" if scopes else ""
-
-
-async def replay(conn: asyncpg.Connection, scopes: list[str] | None, progress: Callable[[int], None] | None = None
-                 ) -> tuple[dict[uuid.UUID, dict[str, Any]], int]:
+async def replay(
+    conn: asyncpg.Connection, scopes: list[str] | None, progress: Callable[[int], None] | None = None
+) -> tuple[dict[uuid.UUID, dict[str, Any]], int]:
     """The curated memories the raw log implies, and how many records were replayed."""
     state: dict[uuid.UUID, dict[str, Any]] = {}
     count = 0
-    sql = ("SELECT t.payload FROM records r LEFT JOIN record_texts t ON t.record_id = r.id"
-           + _scope_filter(scopes, "r.scope") + " ORDER BY r.seq")
-    args = [scopes] if scopes else []
-    async for row in conn.cursor(sql, *args, prefetch=2000):
+    async for payload in records_repo.payloads_in_order(conn, scopes):
         count += 1
         if progress is not None:
             progress(1)
-        if row["payload"] is None:
+        if payload is None:
             continue  # purged: its text is gone, and the purge record removes its memory
-        payloads.apply(state, json.loads(row["payload"]))
+        payloads.apply(state, json.loads(payload))
     return state, count
 
 
 def _differences(memory_id: uuid.UUID, live: dict[str, Any], shadow: dict[str, Any]) -> list[str]:
     a, b = memory_fields.to_json(live), memory_fields.to_json(shadow)
-    return [f"{memory_id}: {name} live={a[name]!r} replayed={b[name]!r}" for name in _COMPARED if a[name] != b[name]]
+    return [
+        f"{memory_id}: {name} live={a[name]!r} replayed={b[name]!r}"
+        for name in _COMPARED
+        if a[name] != b[name]
+    ]
 
 
 class Rebuilder:
@@ -92,27 +97,26 @@ class Rebuilder:
         self.pool = pool
         self.embed = embed
 
-    async def rebuild(self, scopes: list[str] | None, *, check: bool,
-                      progress: Callable[[int], None] | None = None) -> RebuildReport:
+    async def rebuild(
+        self, scopes: list[str] | None, *, check: bool, progress: Callable[[int], None] | None = None
+    ) -> RebuildReport:
         report = RebuildReport()
         async with self.pool.acquire() as conn, conn.transaction(isolation="repeatable_read"):
             if not check:
                 # Hold the chain head: no write can land between the replay and the swap.
-                await conn.execute("SELECT 1 FROM record_chain FOR UPDATE")
+                await rawlog.lock_head(conn)
             shadow, report.replayed = await replay(conn, scopes, progress)
-            live_rows = await conn.fetch(
-                f"SELECT {memory_fields.SELECT_LIST}, embedding FROM memories" + _scope_filter(scopes, "scope"),
-                *([scopes] if scopes else []),
-            )
-            live = {r["id"]: dict(r) for r in live_rows}
+            live = {r["id"]: dict(r) for r in await repo.curated_rows(conn, scopes)}
             report.live = len(live)
             missing = [i for i in shadow if i not in live]
             extra = [i for i in live if i not in shadow]
             changed = [i for i in shadow if i in live and _differences(i, live[i], shadow[i])]
             report.inserted, report.deleted, report.updated = len(missing), len(extra), len(changed)
             report.differences = (
-                [f"{i}: missing from memories (replayed {shadow[i]['scope']!r} {shadow[i]['content'][:60]!r})"
-                 for i in missing[:MAX_REPORTED]]
+                [
+                    f"{i}: missing from memories (replayed {shadow[i]['scope']!r} {shadow[i]['content'][:60]!r})"
+                    for i in missing[:MAX_REPORTED]
+                ]
                 + [f"{i}: in memories but not in the raw log" for i in extra[:MAX_REPORTED]]
                 + [d for i in changed[:MAX_REPORTED] for d in _differences(i, live[i], shadow[i])]
             )
@@ -123,9 +127,16 @@ class Rebuilder:
         log.info("rebuild: %s", report.summary())
         return report
 
-    async def _apply(self, conn: asyncpg.Connection, shadow: dict[uuid.UUID, dict[str, Any]],
-                     live: dict[uuid.UUID, dict[str, Any]], missing: list[uuid.UUID], extra: list[uuid.UUID],
-                     changed: list[uuid.UUID], report: RebuildReport) -> None:
+    async def _apply(
+        self,
+        conn: asyncpg.Connection,
+        shadow: dict[uuid.UUID, dict[str, Any]],
+        live: dict[uuid.UUID, dict[str, Any]],
+        missing: list[uuid.UUID],
+        extra: list[uuid.UUID],
+        changed: list[uuid.UUID],
+        report: RebuildReport,
+    ) -> None:
         def text(m: dict[str, Any]) -> str:
             return embedding_text(m["description"], m["content"])
 
@@ -137,15 +148,21 @@ class Rebuilder:
             vectors.update(zip(embed, await self.embed([text(shadow[i]) for i in embed]), strict=True))
         report.reembedded = len(embed)
         if extra:
-            await conn.execute("DELETE FROM memory_entities WHERE memory_id = ANY($1)", extra)
-            await conn.execute("DELETE FROM memories WHERE id = ANY($1)", extra)
+            await repo.delete_memories(conn, extra)
         for i in changed:
             fields = {c: shadow[i][c] for c in _COMPARED if c != "id"}
             await repo.update_memory(conn, i, fields, vectors.get(i))
             if i in vectors:
-                await entities.link(conn, i, shadow[i]["scope"], shadow[i]["description"], shadow[i]["content"],
-                                    shadow[i]["updated_at"])
+                await entities.link(
+                    conn,
+                    i,
+                    shadow[i]["scope"],
+                    shadow[i]["description"],
+                    shadow[i]["content"],
+                    shadow[i]["updated_at"],
+                )
         rows = [shadow[i] for i in missing]
         await repo.insert_memories(conn, rows, [vectors[i] for i in missing])
-        await entities.link_many(conn, [(r["id"], r["scope"], r["description"], r["content"], r["created_at"])
-                                        for r in rows])
+        await entities.link_many(
+            conn, [(r["id"], r["scope"], r["description"], r["content"], r["created_at"]) for r in rows]
+        )

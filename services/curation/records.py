@@ -21,7 +21,7 @@ import asyncpg
 from hypermnesia import validation
 from hypermnesia.errors import FailedPrecondition, InvalidArgument, NotFound
 from hypermnesia.scopes import require
-from services.curation import entities, payloads, rawlog, repo, tasks
+from services.curation import entities, payloads, rawlog, records_repo, repo, tasks
 from services.curation.embedding import BatchEmbedder, embedding_text
 from services.curation.writer import new_memory
 
@@ -30,7 +30,6 @@ log = logging.getLogger(__name__)
 RECORD_TYPES = ("conversation", "document", "state_object", "note")
 TYPE_ALIASES = {"memory": "note"}
 KIND_FOR_TYPE = {"conversation": "episodic", "document": "document", "state_object": "semantic"}
-MAX_BATCH = 5000
 
 
 @dataclass
@@ -65,7 +64,9 @@ def _short(value: str | None, name: str, where: str) -> str | None:
     if not value:
         return None
     if len(value) > validation.MAX_REF_CHARS or "\x00" in value:
-        raise InvalidArgument(f"{where}{name} must be at most {validation.MAX_REF_CHARS} characters without NUL")
+        raise InvalidArgument(
+            f"{where}{name} must be at most {validation.MAX_REF_CHARS} characters without NUL"
+        )
     return value
 
 
@@ -82,15 +83,25 @@ def check_record(spec: RecordSpec, grants: Iterable[str], where: str = "") -> Re
         validation.check_content(spec.content)
         validation.check_description(spec.description)
         validation.check_tags(spec.tags)
+        validation.check_metadata(spec.metadata)
         if spec.importance is not None:
             validation.check_importance(spec.importance)
-        for name in ("source_ref", "thread_id", "prev_source_ref", "topic_id", "supersedes", "repo",
-                     "state_kind", "state_key"):
+        for name in (
+            "source_ref",
+            "thread_id",
+            "prev_source_ref",
+            "topic_id",
+            "supersedes",
+            "repo",
+            "state_kind",
+            "state_key",
+        ):
             setattr(spec, name, _short(getattr(spec, name), name, ""))
         if spec.kind:
             if spec.type != "note":
-                raise InvalidArgument(f"kind applies to note records only; a {spec.type} becomes "
-                                      f"{KIND_FOR_TYPE[spec.type]}")
+                raise InvalidArgument(
+                    f"kind applies to note records only; a {spec.type} becomes {KIND_FOR_TYPE[spec.type]}"
+                )
             validation.check_kind(spec.kind)
         if spec.type == "state_object":
             spec.state_kind = spec.state_kind or _short(str(spec.metadata.get("kind") or ""), "kind", "")
@@ -110,7 +121,9 @@ def check_record(spec: RecordSpec, grants: Iterable[str], where: str = "") -> Re
 
 
 class RecordImporter:
-    def __init__(self, pool: asyncpg.Pool, embeddings: BatchEmbedder, *, task_extraction: bool = True) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, embeddings: BatchEmbedder, *, task_extraction: bool = True
+    ) -> None:
         self.pool = pool
         self.embeddings = embeddings
         self.task_extraction = task_extraction
@@ -119,9 +132,11 @@ class RecordImporter:
         self, principal: str, grants: tuple[str, ...], specs: Sequence[RecordSpec], operation: str = "import"
     ) -> ImportResult:
         if not specs:
-            raise InvalidArgument("no records given; send {\"records\": [...]} with at least one record")
-        if len(specs) > MAX_BATCH:
-            raise InvalidArgument(f"{len(specs):,} records in one call; the limit is {MAX_BATCH:,}. Split them")
+            raise InvalidArgument('no records given; send {"records": [...]} with at least one record')
+        if len(specs) > validation.MAX_IMPORT_RECORDS:
+            raise InvalidArgument(
+                f"{len(specs):,} records in one call; the limit is {validation.MAX_IMPORT_RECORDS:,}. Split them"
+            )
         for i, spec in enumerate(specs):
             check_record(spec, grants, f"records[{i}]: " if len(specs) > 1 else "")
         # First occurrence of each (scope, source_ref) in this batch; later ones are duplicates.
@@ -133,8 +148,10 @@ class RecordImporter:
             existing = await _existing(conn, list(first))
             await _check_supersede_targets(conn, specs, existing, first)
         fresh = [
-            i for i, s in enumerate(specs)
-            if not s.source_ref or (first[(s.scope, s.source_ref)] == i and (s.scope, s.source_ref) not in existing)
+            i
+            for i, s in enumerate(specs)
+            if not s.source_ref
+            or (first[(s.scope, s.source_ref)] == i and (s.scope, s.source_ref) not in existing)
         ]
         found = await self._task_candidates(specs, fresh)
         vectors = await self.embeddings.many(
@@ -194,9 +211,17 @@ class RecordImporter:
             row_vectors.append(vectors[position])
             entries.append(
                 rawlog.Entry(
-                    id=memory_id, scope=spec.scope, kind=spec.type, operation=operation, author=principal,
-                    target_id=memory_id, source_ref=spec.source_ref, prev_source_ref=spec.prev_source_ref,
-                    thread_id=spec.thread_id, topic_id=spec.topic_id, created_at=at,
+                    id=memory_id,
+                    scope=spec.scope,
+                    kind=spec.type,
+                    operation=operation,
+                    author=principal,
+                    target_id=memory_id,
+                    source_ref=spec.source_ref,
+                    prev_source_ref=spec.prev_source_ref,
+                    thread_id=spec.thread_id,
+                    topic_id=spec.topic_id,
+                    created_at=at,
                     payload=payloads.create(fields, closes=target),
                 )
             )
@@ -212,8 +237,14 @@ class RecordImporter:
             row_vectors.append(vectors[len(fresh) + offset])
             entries.append(
                 rawlog.Entry(
-                    id=task["id"], scope=task["scope"], kind="task", operation="derive", author=principal,
-                    target_id=task["id"], thread_id=task["thread_id"], payload=payloads.create(task),
+                    id=task["id"],
+                    scope=task["scope"],
+                    kind="task",
+                    operation="derive",
+                    author=principal,
+                    target_id=task["id"],
+                    thread_id=task["thread_id"],
+                    payload=payloads.create(task),
                 )
             )
         await repo.insert_memories(conn, rows, row_vectors)
@@ -225,9 +256,14 @@ class RecordImporter:
         )
         return written
 
-    async def _task_candidates(self, specs: Sequence[RecordSpec], fresh: list[int]) -> list[tuple[int, tasks.Candidate]]:
-        turns = [(i, specs[i].scope, specs[i].thread_id or "", specs[i].content)
-                 for i in fresh if specs[i].type == "conversation"]
+    async def _task_candidates(
+        self, specs: Sequence[RecordSpec], fresh: list[int]
+    ) -> list[tuple[int, tasks.Candidate]]:
+        turns = [
+            (i, specs[i].scope, specs[i].thread_id or "", specs[i].content)
+            for i in fresh
+            if specs[i].type == "conversation"
+        ]
         if not self.task_extraction or not turns:
             return []
         async with self.pool.acquire() as conn:
@@ -256,24 +292,33 @@ def _memory_fields(
         ordinals[key] = ordinal + 1
     kind = KIND_FOR_TYPE.get(spec.type) or spec.kind or "semantic"
     return new_memory(
-        memory_id=memory_id, scope=spec.scope, owner=principal, kind=kind, content=spec.content, at=at,
-        type=spec.type, description=spec.description, tags=list(spec.tags), metadata=metadata,
-        importance=spec.importance, source_ref=spec.source_ref, thread_id=spec.thread_id, ordinal=ordinal,
-        repo=spec.repo, supersedes=target,
+        memory_id=memory_id,
+        scope=spec.scope,
+        owner=principal,
+        kind=kind,
+        content=spec.content,
+        at=at,
+        type=spec.type,
+        description=spec.description,
+        tags=list(spec.tags),
+        metadata=metadata,
+        importance=spec.importance,
+        source_ref=spec.source_ref,
+        thread_id=spec.thread_id,
+        ordinal=ordinal,
+        repo=spec.repo,
+        supersedes=target,
         state_key=f"{spec.state_kind}/{spec.state_key}" if spec.type == "state_object" else None,
     )
 
 
-async def _existing(conn: asyncpg.Connection, keys: list[tuple[str, str]]) -> dict[tuple[str, str], uuid.UUID]:
+async def _existing(
+    conn: asyncpg.Connection, keys: list[tuple[str, str]]
+) -> dict[tuple[str, str], uuid.UUID]:
     """(scope, source_ref) -> id of the record already holding it."""
     if not keys:
         return {}
-    rows = await conn.fetch(
-        "SELECT r.scope, r.source_ref, r.id FROM records r"
-        " JOIN unnest($1::text[], $2::text[]) AS k(scope, ref) ON r.scope = k.scope AND r.source_ref = k.ref",
-        [k[0] for k in keys], [k[1] for k in keys],
-    )
-    return {(r["scope"], r["source_ref"]): r["id"] for r in rows}
+    return await records_repo.existing_refs(conn, keys)
 
 
 async def _next_ordinals(conn: asyncpg.Connection, specs: list[RecordSpec]) -> dict[tuple[str, str], int]:
@@ -281,14 +326,7 @@ async def _next_ordinals(conn: asyncpg.Connection, specs: list[RecordSpec]) -> d
     keys = sorted({(s.scope, s.thread_id) for s in specs if s.type == "conversation" and s.thread_id})
     if not keys:
         return {}
-    rows = await conn.fetch(
-        "SELECT k.scope, k.thread, COALESCE(max(m.ordinal) + 1, 0) AS next"
-        " FROM unnest($1::text[], $2::text[]) AS k(scope, thread)"
-        " LEFT JOIN memories m ON m.scope = k.scope AND m.thread_id = k.thread AND m.type = 'conversation'"
-        " GROUP BY k.scope, k.thread",
-        [k[0] for k in keys], [k[1] for k in keys],  # type: ignore[misc]
-    )
-    return {(r["scope"], r["thread"]): int(r["next"]) for r in rows}
+    return await records_repo.next_ordinals(conn, keys)
 
 
 async def _state_heads(conn: asyncpg.Connection, specs: list[RecordSpec]) -> dict[tuple[str, str], uuid.UUID]:
@@ -296,13 +334,7 @@ async def _state_heads(conn: asyncpg.Connection, specs: list[RecordSpec]) -> dic
     keys = sorted({(s.scope, f"{s.state_kind}/{s.state_key}") for s in specs if s.type == "state_object"})
     if not keys:
         return {}
-    rows = await conn.fetch(
-        "SELECT m.scope, m.state_key, m.id FROM memories m"
-        " JOIN unnest($1::text[], $2::text[]) AS k(scope, key) ON m.scope = k.scope AND m.state_key = k.key"
-        " WHERE m.superseded_by IS NULL",
-        [k[0] for k in keys], [k[1] for k in keys],
-    )
-    return {(r["scope"], r["state_key"]): r["id"] for r in rows}
+    return await records_repo.state_heads(conn, keys)
 
 
 async def _resolve_target(
@@ -317,8 +349,10 @@ async def _resolve_target(
         if target is None:
             target = await _lookup_target(conn, spec.scope, spec.supersedes)
         if target is None:
-            raise NotFound(f"supersedes {spec.supersedes!r}: no record or memory with that source_ref or id "
-                           f"in scope {spec.scope!r}")
+            raise NotFound(
+                f"supersedes {spec.supersedes!r}: no record or memory with that source_ref or id "
+                f"in scope {spec.scope!r}"
+            )
         return target
     if spec.type == "state_object":
         return heads.get((spec.scope, f"{spec.state_kind}/{spec.state_key}"))
@@ -326,11 +360,7 @@ async def _resolve_target(
 
 
 async def _lookup_target(conn: asyncpg.Connection, scope: str, ref: str) -> uuid.UUID | None:
-    row = await conn.fetchrow(
-        "SELECT m.id, m.scope, m.superseded_by FROM records r JOIN memories m ON m.id = r.id"
-        " WHERE r.scope = $1 AND r.source_ref = $2",
-        scope, ref,
-    )
+    row = await records_repo.memory_by_ref(conn, scope, ref)
     if row is None:
         try:
             memory_id = uuid.UUID(ref)
@@ -338,9 +368,7 @@ async def _lookup_target(conn: asyncpg.Connection, scope: str, ref: str) -> uuid
             return None
         # Only the record's own scope is searched: a correction lives beside what it corrects, and
         # an id from another scope is reported like an unknown one (its existence is not revealed).
-        row = await conn.fetchrow(
-            "SELECT id, scope, superseded_by FROM memories WHERE id = $1 AND scope = $2", memory_id, scope
-        )
+        row = await records_repo.memory_in_scope(conn, scope, memory_id)
         if row is None:
             return None
     if row["superseded_by"] is not None:
@@ -348,7 +376,7 @@ async def _lookup_target(conn: asyncpg.Connection, scope: str, ref: str) -> uuid
             f"supersedes {ref!r}: it was already superseded by {row['superseded_by']}; supersede the "
             "current version instead"
         )
-    return row["id"]  # type: ignore[no-any-return]
+    return row["id"]
 
 
 async def _check_supersede_targets(
@@ -378,8 +406,10 @@ async def _check_supersede_targets(
                                 f"supersedes {spec.supersedes!r}, which comes later in the batch; send "
                                 "records in order (a record can only correct an earlier one)"
                             )
-                        raise NotFound(f"supersedes {spec.supersedes!r}: no record or memory with that "
-                                       f"source_ref or id in scope {spec.scope!r}")
+                        raise NotFound(
+                            f"supersedes {spec.supersedes!r}: no record or memory with that "
+                            f"source_ref or id in scope {spec.scope!r}"
+                        )
                 except (InvalidArgument, NotFound, FailedPrecondition) as exc:
                     raise type(exc)(where + exc.message) from exc
             targeted.add(key)

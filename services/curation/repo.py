@@ -1,5 +1,6 @@
-"""Curation's SQL over memories (the raw-log SQL lives in rawlog.py, the records API's reads in
-records_repo.py)."""
+"""Curation's SQL over memories and the entity index (the raw-log SQL lives in rawlog.py, the
+records API's reads in records_repo.py, forgetting's in lifecycle_repo.py, document ingestion's in
+documents_repo.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import asyncpg
 import numpy as np
 
-from hypermnesia.memory_rows import MEMORY_COLUMNS
+from hypermnesia.memory_rows import MEMORY_COLUMNS, live_sql, predecessors_sql
 from services.curation import memory_fields
 from services.curation.embedding import embedding_text
 
@@ -30,10 +31,11 @@ async def nearest_active(
     conn: asyncpg.Connection, scope: str, vector: np.ndarray
 ) -> tuple[asyncpg.Record, float] | None:
     """The closest live memory in the scope and its cosine similarity (exact scan within the
-    scope's rows, so dedupe never misses a duplicate the ANN index would skip)."""
+    scope's rows, so dedupe never misses a duplicate the ANN index would skip). An expired working
+    memory is not live (memory_rows.live_sql): a save merged into it would vanish with it."""
     row = await conn.fetchrow(
         f"SELECT {MEMORY_COLUMNS}, 1 - (embedding <=> $2) AS similarity FROM memories"
-        " WHERE scope = $1 AND archived_at IS NULL AND superseded_by IS NULL"
+        f" WHERE scope = $1 AND {live_sql()}"
         " ORDER BY embedding <=> $2 LIMIT 1",
         scope,
         vector,
@@ -94,19 +96,29 @@ async def update_memory(
     if vector is not None:
         args.append(vector)
         sets.append(f"embedding = ${len(args)}")
-        text = embedding_text(fields["description"], fields["content"]) if {"description", "content"} <= set(fields) else None
+        text = (
+            embedding_text(fields["description"], fields["content"])
+            if {"description", "content"} <= set(fields)
+            else None
+        )
         if text is None:
-            current = await conn.fetchrow("SELECT description, content FROM memories WHERE id = $1", memory_id)
+            current = await conn.fetchrow(
+                "SELECT description, content FROM memories WHERE id = $1", memory_id
+            )
             if current is not None:
-                text = embedding_text(fields.get("description", current["description"]),
-                                      fields.get("content", current["content"]))
+                text = embedding_text(
+                    fields.get("description", current["description"]),
+                    fields.get("content", current["content"]),
+                )
         if text is not None:
             await store_vectors(conn, [text], [vector])
     args.append(memory_id)
     await conn.execute(f"UPDATE memories SET {', '.join(sets)} WHERE id = ${len(args)}", *args)
 
 
-async def close_memory(conn: asyncpg.Connection, memory_id: uuid.UUID, successor: uuid.UUID, at: datetime) -> None:
+async def close_memory(
+    conn: asyncpg.Connection, memory_id: uuid.UUID, successor: uuid.UUID, at: datetime
+) -> None:
     """Supersede: the old row stays for lineage and as-of reads, closed at `at`."""
     await conn.execute(
         "UPDATE memories SET superseded_by = $2, valid_to = $3 WHERE id = $1", memory_id, successor, at
@@ -114,23 +126,29 @@ async def close_memory(conn: asyncpg.Connection, memory_id: uuid.UUID, successor
 
 
 async def delete_memory(conn: asyncpg.Connection, memory_id: uuid.UUID) -> None:
-    await conn.execute("DELETE FROM memory_entities WHERE memory_id = $1", memory_id)
-    await conn.execute("DELETE FROM memories WHERE id = $1", memory_id)
+    await delete_memories(conn, [memory_id])
+
+
+async def delete_memories(conn: asyncpg.Connection, ids: Sequence[uuid.UUID]) -> None:
+    await conn.execute("DELETE FROM memory_entities WHERE memory_id = ANY($1::uuid[])", list(ids))
+    await conn.execute("DELETE FROM memories WHERE id = ANY($1::uuid[])", list(ids))
+
+
+async def curated_rows(conn: asyncpg.Connection, scopes: Sequence[str] | None) -> list[asyncpg.Record]:
+    """Every memory of these scopes (all when None) with every curated column and its vector."""
+    if scopes:
+        return list(
+            await conn.fetch(
+                f"SELECT {memory_fields.SELECT_LIST}, embedding FROM memories WHERE scope = ANY($1::text[])",
+                list(scopes),
+            )
+        )
+    return list(await conn.fetch(f"SELECT {memory_fields.SELECT_LIST}, embedding FROM memories"))
 
 
 async def chain_contains(conn: asyncpg.Connection, start: uuid.UUID, candidate: uuid.UUID) -> bool:
     """Whether `candidate` is `start` or one of its predecessors (walking `supersedes`)."""
-    found = await conn.fetchval(
-        "WITH RECURSIVE chain(id, depth) AS ("
-        "  SELECT id, 0 FROM memories WHERE id = $1"
-        "  UNION ALL SELECT m.supersedes, c.depth + 1 FROM chain c JOIN memories m ON m.id = c.id"
-        "  WHERE m.supersedes IS NOT NULL AND c.depth < 100000"
-        ") CYCLE id SET is_cycle USING path"
-        " SELECT bool_or(id = $2) FROM chain",
-        start,
-        candidate,
-    )
-    return bool(found)
+    return bool(await conn.fetchval(predecessors_sql(), start, candidate))
 
 
 async def embeddings_for(conn: asyncpg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Any]:
@@ -144,13 +162,17 @@ def text_sha256(text: str) -> str:
 
 async def store_vectors(conn: asyncpg.Connection, texts: Sequence[str], vectors: Sequence[Any]) -> None:
     """Keep each vector by the text it embeds (see embedding_store in 0002_curation.sql)."""
-    pairs = {text_sha256(t): np.asarray(v, dtype="<f4").tobytes() for t, v in zip(texts, vectors, strict=True)
-             if v is not None}
+    pairs = {
+        text_sha256(t): np.asarray(v, dtype="<f4").tobytes()
+        for t, v in zip(texts, vectors, strict=True)
+        if v is not None
+    }
     if pairs:
         await conn.execute(
             "INSERT INTO embedding_store (text_sha256, vector) SELECT * FROM unnest($1::text[], $2::bytea[])"
             " ON CONFLICT DO NOTHING",
-            list(pairs), list(pairs.values()),
+            list(pairs),
+            list(pairs.values()),
         )
 
 
@@ -158,5 +180,76 @@ async def stored_vectors(conn: asyncpg.Connection, texts: Sequence[str]) -> dict
     """Vectors kept for these texts (by text), where there are any."""
     by_hash = {text_sha256(t): t for t in texts}
     rows = await conn.fetch(
-        "SELECT text_sha256, vector FROM embedding_store WHERE text_sha256 = ANY($1)", list(by_hash))
+        "SELECT text_sha256, vector FROM embedding_store WHERE text_sha256 = ANY($1)", list(by_hash)
+    )
     return {by_hash[r["text_sha256"]]: np.frombuffer(r["vector"], dtype="<f4") for r in rows}
+
+
+# ---- the entity index ------------------------------------------------------------------------
+
+
+async def replace_entity_links(
+    conn: asyncpg.Connection, memory_id: uuid.UUID, scope: str, pairs: Sequence[tuple[str, str]], at: datetime
+) -> None:
+    """Link the memory to exactly these (type, name) entities of its scope, creating them as needed."""
+    await conn.execute("DELETE FROM memory_entities WHERE memory_id = $1", memory_id)
+    if not pairs:
+        return
+    await conn.execute(
+        "WITH e AS ("
+        "  INSERT INTO entities (scope, type, name, first_seen, last_seen)"
+        "  SELECT $1, t, n, $4, $4 FROM unnest($2::text[], $3::text[]) AS x(t, n)"
+        "  ON CONFLICT (scope, type, name) DO UPDATE SET last_seen = GREATEST(entities.last_seen, $4)"
+        "  RETURNING id)"
+        " INSERT INTO memory_entities (memory_id, entity_id) SELECT $5, id FROM e ON CONFLICT DO NOTHING",
+        scope,
+        [p[0] for p in pairs],
+        [p[1] for p in pairs],
+        at,
+        memory_id,
+    )
+
+
+async def add_entity_links(
+    conn: asyncpg.Connection, links: Sequence[tuple[uuid.UUID, str, str, str, datetime]]
+) -> None:
+    """Link new memories to entities: (memory id, scope, type, name, seen at) per link."""
+    if not links:
+        return
+    memory_ids, scopes, types, names, times = (list(column) for column in zip(*links, strict=True))
+    # Upsert each distinct entity once (ON CONFLICT cannot touch one row twice in a statement).
+    await conn.execute(
+        "INSERT INTO entities (scope, type, name, first_seen, last_seen)"
+        " SELECT s, t, n, min(a), max(a) FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[])"
+        "   AS x(s, t, n, a) GROUP BY s, t, n"
+        " ON CONFLICT (scope, type, name) DO UPDATE"
+        "   SET last_seen = GREATEST(entities.last_seen, EXCLUDED.last_seen),"
+        "       first_seen = LEAST(entities.first_seen, EXCLUDED.first_seen)",
+        scopes,
+        types,
+        names,
+        times,
+    )
+    await conn.execute(
+        "INSERT INTO memory_entities (memory_id, entity_id)"
+        " SELECT x.m, e.id FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS x(m, s, t, n)"
+        " JOIN entities e ON e.scope = x.s AND e.type = x.t AND e.name = x.n ON CONFLICT DO NOTHING",
+        memory_ids,
+        scopes,
+        types,
+        names,
+    )
+
+
+async def known_entities(
+    conn: asyncpg.Connection, scope: str, wanted: Sequence[tuple[str, str]]
+) -> set[tuple[str, str]]:
+    """Which of these (type, name) entities the scope's index holds."""
+    rows = await conn.fetch(
+        "SELECT e.type, e.name FROM entities e JOIN unnest($2::text[], $3::text[]) AS w(t, n)"
+        " ON e.type = w.t AND e.name = w.n WHERE e.scope = $1",
+        scope,
+        [w[0] for w in wanted],
+        [w[1] for w in wanted],
+    )
+    return {(r["type"], r["name"]) for r in rows}

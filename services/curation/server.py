@@ -16,7 +16,7 @@ from hypermnesia.bootstrap import connect_embedder, open_store
 from hypermnesia.grpc_server import create_server, mark_serving, run_until_signalled, start_metrics_server
 from hypermnesia.settings import CurationSettings
 from hypermnesia.v1 import curation_pb2, curation_pb2_grpc
-from services.curation import structure_load
+from services.curation import structure_load, tokens
 from services.curation.ingest import Ingester
 from services.curation.lifecycle import Forgetter
 from services.curation.rebuild import Rebuilder
@@ -45,7 +45,9 @@ async def running(settings: CurationSettings) -> AsyncIterator[tuple[grpc.aio.Se
         writer=writer,
         importer=RecordImporter(store.pool, writer.embeddings, task_extraction=settings.task_extraction),
         forgetter=Forgetter(
-            store.pool, after_days=settings.forget_after_days, importance_floor=settings.forget_importance_floor
+            store.pool,
+            after_days=settings.forget_after_days,
+            importance_floor=settings.forget_importance_floor,
         ),
     )
     _attach_optional(curation, store.pool, writer)
@@ -53,12 +55,13 @@ async def running(settings: CurationSettings) -> AsyncIterator[tuple[grpc.aio.Se
         [
             (curation_pb2_grpc.add_CurationServicer_to_server, CurationServicer(curation), SERVICE_NAME),
             structure_load.registration(store.pool),
+            tokens.registration(store.pool),
         ],
         settings.host,
         settings.curation_port,
     )
     await server.start()
-    await mark_serving(health, [SERVICE_NAME, structure_load.SERVICE_NAME])
+    await mark_serving(health, [SERVICE_NAME, structure_load.SERVICE_NAME, tokens.SERVICE_NAME])
     background = []
     if settings.forget_sweep_hours > 0:
         background.append(asyncio.create_task(curation.forgetter.run_sweeps(settings.forget_sweep_hours)))

@@ -20,9 +20,7 @@ from services.curation.lifecycle import ForgetInput, Forgetter
 from services.curation.messages import record_spec, record_view
 from services.curation.rebuild import Rebuilder
 from services.curation.records import RecordImporter
-from services.curation.writer import MemoryWriter, SaveInput, UpdateInput, parse_id
-
-MAX_QUERY_LIMIT = 10_000
+from services.curation.writer import MemoryWriter, SaveInput, UpdateInput
 
 
 @dataclass
@@ -45,7 +43,9 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
         self.c = curation
         self.writer = curation.writer
 
-    async def Save(self, request: curation_pb2.SaveRequest, context: grpc.aio.ServicerContext) -> curation_pb2.SaveResponse:
+    async def Save(
+        self, request: curation_pb2.SaveRequest, context: grpc.aio.ServicerContext
+    ) -> curation_pb2.SaveResponse:
         result = await self.writer.save(
             SaveInput(
                 principal=request.caller.principal,
@@ -71,19 +71,30 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
         self, request: curation_pb2.AppendRecordRequest, context: grpc.aio.ServicerContext
     ) -> curation_pb2.ImportRecordsResponse:
         result = await self.c.importer.import_records(
-            request.caller.principal, _grants(request.caller), [record_spec(request.record)], operation="append"
+            request.caller.principal,
+            _grants(request.caller),
+            [record_spec(request.record)],
+            operation="append",
         )
-        return curation_pb2.ImportRecordsResponse(imported=result.imported, skipped=result.skipped, ids=result.ids)
+        return curation_pb2.ImportRecordsResponse(
+            imported=result.imported, skipped=result.skipped, ids=result.ids
+        )
 
     async def ImportRecords(
         self, request: curation_pb2.ImportRecordsRequest, context: grpc.aio.ServicerContext
     ) -> curation_pb2.ImportRecordsResponse:
         specs = [record_spec(r) for r in request.records]
-        result = await self.c.importer.import_records(request.caller.principal, _grants(request.caller), specs)
-        return curation_pb2.ImportRecordsResponse(imported=result.imported, skipped=result.skipped, ids=result.ids)
+        result = await self.c.importer.import_records(
+            request.caller.principal, _grants(request.caller), specs
+        )
+        return curation_pb2.ImportRecordsResponse(
+            imported=result.imported, skipped=result.skipped, ids=result.ids
+        )
 
-    async def GetRecord(self, request: curation_pb2.RecordRequest, context: grpc.aio.ServicerContext) -> curation_pb2.RecordView:
-        record_id = parse_id(request.id, "record")
+    async def GetRecord(
+        self, request: curation_pb2.RecordRequest, context: grpc.aio.ServicerContext
+    ) -> curation_pb2.RecordView:
+        record_id = validation.parse_id(request.id, "record")
         async with self.writer.pool.acquire() as conn:
             row = await records_repo.record(conn, record_id)
             if row is None or not permits(request.caller.grants, row["scope"]):
@@ -91,8 +102,10 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
             mems = await records_repo.memories(conn, [record_id])
         return record_view(row, mems.get(record_id))
 
-    async def Lineage(self, request: curation_pb2.RecordRequest, context: grpc.aio.ServicerContext) -> curation_pb2.RecordList:
-        some_id = parse_id(request.id, "record")
+    async def Lineage(
+        self, request: curation_pb2.RecordRequest, context: grpc.aio.ServicerContext
+    ) -> curation_pb2.RecordList:
+        some_id = validation.parse_id(request.id, "record")
         async with self.writer.pool.acquire() as conn:
             memory_id = await records_repo.memory_of(conn, some_id)
             chain = await records_repo.lineage(conn, memory_id) if memory_id else []
@@ -100,12 +113,7 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
                 raise NotFound(f"no record or memory {request.id} in your scopes")
             created = {}
             for m in chain:
-                rec = await records_repo.record(conn, m["id"])
-                if rec is None:  # a memory saved through Save: its create record targets it
-                    rec = await conn.fetchrow(
-                        "SELECT id FROM records WHERE target_id = $1 ORDER BY seq LIMIT 1", m["id"]
-                    )
-                    rec = await records_repo.record(conn, rec["id"]) if rec else None
+                rec = await records_repo.creating_record(conn, m["id"])
                 if rec is not None:
                     created[m["id"]] = rec
         return curation_pb2.RecordList(
@@ -113,8 +121,10 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
             records=[record_view(created[m["id"]], m) for m in chain if m["id"] in created],
         )
 
-    async def Derivations(self, request: curation_pb2.RecordRequest, context: grpc.aio.ServicerContext) -> curation_pb2.RecordList:
-        some_id = parse_id(request.id, "record")
+    async def Derivations(
+        self, request: curation_pb2.RecordRequest, context: grpc.aio.ServicerContext
+    ) -> curation_pb2.RecordList:
+        some_id = validation.parse_id(request.id, "record")
         async with self.writer.pool.acquire() as conn:
             own = await records_repo.record(conn, some_id)
             mems, recs = await records_repo.derivations(conn, some_id)
@@ -134,31 +144,39 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
             validation.check_scope(scope)
         require(request.caller.grants, request.scopes)
         limit = request.limit or 100
-        if not 1 <= limit <= MAX_QUERY_LIMIT:
-            raise InvalidArgument(f"limit must be between 1 and {MAX_QUERY_LIMIT}")
+        validation.check_limit(limit, validation.MAX_RECORD_QUERY_LIMIT)
         types = [("note" if t == "memory" else t) for t in request.types]
         async with self.writer.pool.acquire() as conn:
             rows = await records_repo.query(
-                conn, list(request.scopes), types,
+                conn,
+                list(request.scopes),
+                types,
                 request.since.ToDatetime(tzinfo=UTC) if request.HasField("since") else None,
                 request.until.ToDatetime(tzinfo=UTC) if request.HasField("until") else None,
-                request.thread_id or None, limit,
+                request.thread_id or None,
+                limit,
             )
             mems = await records_repo.memories(conn, [r["id"] for r in rows])
         return curation_pb2.RecordList(records=[record_view(r, mems.get(r["id"])) for r in rows])
 
-    async def StateObject(self, request: curation_pb2.StateRequest, context: grpc.aio.ServicerContext) -> curation_pb2.RecordList:
+    async def StateObject(
+        self, request: curation_pb2.StateRequest, context: grpc.aio.ServicerContext
+    ) -> curation_pb2.RecordList:
         validation.check_scope(request.scope)
         require(request.caller.grants, [request.scope])
         if not request.kind or not request.key:
             raise InvalidArgument("name the state object's kind and key")
         async with self.writer.pool.acquire() as conn:
-            rows = await records_repo.state(conn, request.scope, f"{request.kind}/{request.key}", request.history)
+            rows = await records_repo.state(
+                conn, request.scope, f"{request.kind}/{request.key}", request.history
+            )
         if not rows:
             raise NotFound(f"no state object {request.kind}/{request.key} in scope {request.scope!r}")
         return curation_pb2.RecordList(memories=[memory_from_row(r) for r in rows])
 
-    async def Update(self, request: curation_pb2.UpdateRequest, context: grpc.aio.ServicerContext) -> common_pb2.Memory:
+    async def Update(
+        self, request: curation_pb2.UpdateRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.Memory:
         changes: dict[str, Any] = {}
         for name in ("content", "description", "type", "importance", "decay_class"):
             if request.HasField(name):
@@ -172,14 +190,22 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
         )
         return memory_from_row(row)
 
-    async def Delete(self, request: curation_pb2.MemoryRequest, context: grpc.aio.ServicerContext) -> common_pb2.Memory:
-        return memory_from_row(await self.writer.delete(request.caller.principal, _grants(request.caller), request.id))
+    async def Delete(
+        self, request: curation_pb2.MemoryRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.Memory:
+        return memory_from_row(
+            await self.writer.delete(request.caller.principal, _grants(request.caller), request.id)
+        )
 
-    async def Restore(self, request: curation_pb2.MemoryRequest, context: grpc.aio.ServicerContext) -> common_pb2.Memory:
+    async def Restore(
+        self, request: curation_pb2.MemoryRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.Memory:
         row = await self.c.forgetter.restore(request.caller.principal, _grants(request.caller), request.id)
         return memory_from_row(row)
 
-    async def Forget(self, request: curation_pb2.ForgetRequest, context: grpc.aio.ServicerContext) -> curation_pb2.ForgetResponse:
+    async def Forget(
+        self, request: curation_pb2.ForgetRequest, context: grpc.aio.ServicerContext
+    ) -> curation_pb2.ForgetResponse:
         result = await self.c.forgetter.forget(
             ForgetInput(
                 principal=request.caller.principal,
@@ -193,19 +219,28 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
             )
         )
         return curation_pb2.ForgetResponse(
-            matched=result.matched, archived=result.archived, truncated=result.truncated, applied=result.applied,
+            matched=result.matched,
+            archived=result.archived,
+            truncated=result.truncated,
+            applied=result.applied,
             memories=[memory_from_row(m) for m in result.memories],
         )
 
-    async def ConfirmTask(self, request: curation_pb2.TaskDecision, context: grpc.aio.ServicerContext) -> common_pb2.Memory:
-        task_id = parse_id(request.id, "task")
+    async def ConfirmTask(
+        self, request: curation_pb2.TaskDecision, context: grpc.aio.ServicerContext
+    ) -> common_pb2.Memory:
+        task_id = validation.parse_id(request.id, "task")
         async with self.writer.pool.acquire() as conn, conn.transaction():
-            await tasks.decide(conn, request.caller.principal, _grants(request.caller), task_id, request.decision)
+            await tasks.decide(
+                conn, request.caller.principal, _grants(request.caller), task_id, request.decision
+            )
             row = await repo.fetch_memory(conn, task_id)
         assert row is not None
         return memory_from_row(row)
 
-    async def Rebuild(self, request: curation_pb2.RebuildRequest, context: grpc.aio.ServicerContext) -> curation_pb2.RebuildResponse:
+    async def Rebuild(
+        self, request: curation_pb2.RebuildRequest, context: grpc.aio.ServicerContext
+    ) -> curation_pb2.RebuildResponse:
         if self.c.rebuilder is None:
             raise NotFound("rebuild is not available in this server")
         for scope in request.scopes:
@@ -214,13 +249,30 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
         report = await self.c.rebuilder.rebuild(list(request.scopes) or None, check=request.check)
         return report.to_message()
 
-    async def Ingest(self, request: curation_pb2.IngestRequest, context: grpc.aio.ServicerContext) -> curation_pb2.IngestResponse:
+    async def Ingest(
+        self, request: curation_pb2.IngestRequest, context: grpc.aio.ServicerContext
+    ) -> curation_pb2.IngestResponse:
         if self.c.ingester is None:
             raise NotFound("ingest is not available in this server")
         validation.check_scope(request.scope)
         require(request.caller.grants, [request.scope])
         report = await self.c.ingester.ingest_files(
-            request.caller.principal, request.scope, request.repo, [(f.path, bytes(f.content)) for f in request.files]
+            request.caller.principal,
+            request.scope,
+            request.repo,
+            [(f.path, bytes(f.content)) for f in request.files],
         )
         return report.to_message()
 
+    async def GetLiveSettings(
+        self, request: common_pb2.LiveSettingsRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.LiveSettings:
+        w, f = self.writer, self.c.forgetter
+        return common_pb2.LiveSettings(
+            values={
+                "HM_DEDUPE_THRESHOLD": f"{w.dedupe_threshold:g}",
+                "HM_DEDUPE_CONTENT_THRESHOLD": f"{w.dedupe_content_threshold:g}",
+                "HM_FORGET_AFTER_DAYS": f"{f.after_days:g}",
+                "HM_FORGET_IMPORTANCE_FLOOR": f"{f.importance_floor:g}",
+            }
+        )

@@ -101,12 +101,7 @@ async def known_entities(conn: asyncpg.Connection, scope: str, texts: list[str])
     wanted = {e for text in texts for task, _ in find(text) for e in extract(task)}
     if not wanted:
         return set()
-    rows = await conn.fetch(
-        "SELECT e.type, e.name FROM entities e JOIN unnest($2::text[], $3::text[]) AS w(t, n)"
-        " ON e.type = w.t AND e.name = w.n WHERE e.scope = $1",
-        scope, [w[0] for w in wanted], [w[1] for w in wanted],
-    )
-    return {(r["type"], r["name"]) for r in rows}
+    return await repo.known_entities(conn, scope, sorted(wanted))
 
 
 def candidates_for(
@@ -141,20 +136,34 @@ def task_fields(
     """The working-memory task derived from a conversation memory."""
     priority = candidate.priority or "medium"
     return new_memory(
-        memory_id=memory_id, scope=source["scope"], owner=principal, kind="working", content=candidate.text,
-        at=source["created_at"], type="task", description=f"task: {candidate.text[:120]}",
-        tags=["task"], importance=IMPORTANCE[priority], thread_id=source.get("thread_id"),
+        memory_id=memory_id,
+        scope=source["scope"],
+        owner=principal,
+        kind="working",
+        content=candidate.text,
+        at=source["created_at"],
+        type="task",
+        description=f"task: {candidate.text[:120]}",
+        tags=["task"],
+        importance=IMPORTANCE[priority],
+        thread_id=source.get("thread_id"),
         metadata={
-            "task": {"status": "candidate", "priority": priority, "confidence": candidate.confidence,
-                     "signal": candidate.signal, "entity_density": round(candidate.entity_density, 4),
-                     "recency": candidate.recency},
+            "task": {
+                "status": "candidate",
+                "priority": priority,
+                "confidence": candidate.confidence,
+                "signal": candidate.signal,
+                "entity_density": round(candidate.entity_density, 4),
+                "recency": candidate.recency,
+            },
             "derived_from": [str(source["id"])],
         },
     )
 
 
-async def decide(conn: asyncpg.Connection, principal: str, grants: tuple[str, ...], task_id: uuid.UUID,
-                 decision: str) -> None:
+async def decide(
+    conn: asyncpg.Connection, principal: str, grants: tuple[str, ...], task_id: uuid.UUID, decision: str
+) -> None:
     """confirm: a tracked task (no TTL); dismiss: archived. Both are recorded in the raw log."""
     if decision not in ("confirm", "dismiss"):
         raise InvalidArgument("decision must be 'confirm' or 'dismiss'")
@@ -167,8 +176,12 @@ async def decide(conn: asyncpg.Connection, principal: str, grants: tuple[str, ..
     if status != "candidate":
         raise FailedPrecondition(f"task {task_id} is already {status}; only a candidate can be decided")
     now = datetime.now(UTC)
-    meta["task"] = {**meta.get("task", {}), "status": "confirmed" if decision == "confirm" else "dismissed",
-                    "decided_by": principal, "decided_at": now.isoformat()}
+    meta["task"] = {
+        **meta.get("task", {}),
+        "status": "confirmed" if decision == "confirm" else "dismissed",
+        "decided_by": principal,
+        "decided_at": now.isoformat(),
+    }
     changes: dict[str, Any] = {"metadata": meta, "updated_at": now}
     if decision == "confirm":
         changes["expires_at"] = None
@@ -176,6 +189,11 @@ async def decide(conn: asyncpg.Connection, principal: str, grants: tuple[str, ..
         changes["archived_at"] = now
     await repo.update_memory(conn, task_id, changes, None)
     await rawlog.append(
-        conn, scope=row["scope"], kind="task", operation=decision, author=principal, target_id=task_id,
+        conn,
+        scope=row["scope"],
+        kind="task",
+        operation=decision,
+        author=principal,
+        target_id=task_id,
         payload=payloads.update(task_id, changes, reason=decision),
     )

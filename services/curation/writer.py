@@ -16,6 +16,7 @@ from hypermnesia import validation
 from hypermnesia.embedder_client import EmbedderClient
 from hypermnesia.errors import FailedPrecondition, InvalidArgument, NotFound
 from hypermnesia.kinds import DECAY_CLASS_FOR_KIND, DEFAULT_KIND
+from hypermnesia.memory_rows import is_live
 from hypermnesia.scopes import permits, require
 from services.curation import entities, payloads, rawlog, repo
 from services.curation.embedding import BatchEmbedder, cosine, embedding_text
@@ -26,7 +27,7 @@ DEFAULT_IMPORTANCE = 1.0
 WORKING_TTL = timedelta(hours=48)
 DECAY_CLASSES = ("none", "slow", "medium", "fast")
 
-__all__ = ["MemoryWriter", "SaveInput", "SaveResult", "UpdateInput", "embedding_text", "parse_id"]
+__all__ = ["MemoryWriter", "SaveInput", "SaveResult", "UpdateInput", "new_memory"]
 
 
 @dataclass(frozen=True)
@@ -59,13 +60,6 @@ class UpdateInput:
     id: str
     # Only the fields present here change (seed 001's memory_update).
     changes: dict[str, Any] = field(default_factory=dict)
-
-
-def parse_id(value: str, what: str = "memory") -> uuid.UUID:
-    try:
-        return uuid.UUID(value)
-    except (ValueError, AttributeError, TypeError) as exc:
-        raise InvalidArgument(f"{str(value)[:60]!r} is not a {what} id (a UUID)") from exc
 
 
 def check_decay_class(value: str) -> str:
@@ -126,6 +120,7 @@ class MemoryWriter:
         validation.check_scope(item.scope)
         validation.check_tags(item.tags)
         validation.check_type(item.type)
+        validation.check_metadata(item.metadata)
         validation.check_kind(item.kind or DEFAULT_KIND)
         if item.decay_class:
             check_decay_class(item.decay_class)
@@ -155,7 +150,7 @@ class MemoryWriter:
     async def save(self, item: SaveInput) -> SaveResult:
         self.validate(item)
         kind = item.kind or DEFAULT_KIND
-        target = parse_id(item.supersedes) if item.supersedes else None
+        target = validation.parse_id(item.supersedes) if item.supersedes else None
         vector = await self.embeddings.one(embedding_text(item.description, item.content))
         duplicate = await self._find_duplicate(item, kind, vector)
         now = datetime.now(UTC)
@@ -171,31 +166,47 @@ class MemoryWriter:
             await rawlog.lock_head(conn)
             if duplicate is not None:
                 old = await repo.lock_memory(conn, duplicate["id"])
-                if old is not None and old["archived_at"] is None and not old["superseded_by"]:
+                if old is not None and is_live(old, now):
                     changes = {**text_fields, "updated_at": now}
                     if item.importance is not None:
                         changes["importance"] = item.importance
                     await repo.update_memory(conn, old["id"], changes, vector)
                     await rawlog.append(
-                        conn, scope=item.scope, kind="memory", operation="update", author=item.principal,
-                        target_id=old["id"], payload=payloads.update(old["id"], changes, reason="dedupe"),
+                        conn,
+                        scope=item.scope,
+                        kind="memory",
+                        operation="update",
+                        author=item.principal,
+                        target_id=old["id"],
+                        payload=payloads.update(old["id"], changes, reason="dedupe"),
                     )
                     await entities.link(conn, old["id"], item.scope, item.description, item.content, now)
                     row = await repo.fetch_memory(conn, old["id"])
                     assert row is not None
                     return SaveResult(created=False, memory=row, replaced=old)
             fields = new_memory(
-                memory_id=uuid.uuid4(), scope=item.scope, owner=item.principal, kind=kind,
-                content=item.content, at=now, importance=item.importance,
-                decay_class=item.decay_class or None, supersedes=target,
+                memory_id=uuid.uuid4(),
+                scope=item.scope,
+                owner=item.principal,
+                kind=kind,
+                content=item.content,
+                at=now,
+                importance=item.importance,
+                decay_class=item.decay_class or None,
+                supersedes=target,
                 **{k: v for k, v in text_fields.items() if k != "content"},
             )
             if target is not None:
                 await self._close_for_supersede(conn, target, fields["id"], item.scope, item.grants, now)
             await repo.insert_memories(conn, [fields], [vector])
             await rawlog.append(
-                conn, scope=item.scope, kind="memory", operation="supersede" if target else "save",
-                author=item.principal, target_id=fields["id"], payload=payloads.create(fields, closes=target),
+                conn,
+                scope=item.scope,
+                kind="memory",
+                operation="supersede" if target else "save",
+                author=item.principal,
+                target_id=fields["id"],
+                payload=payloads.create(fields, closes=target),
             )
             await entities.link(conn, fields["id"], item.scope, item.description, item.content, now)
             row = await repo.fetch_memory(conn, fields["id"])
@@ -231,7 +242,7 @@ class MemoryWriter:
 
     async def update(self, item: UpdateInput) -> asyncpg.Record:
         """Change only the given fields, keep the id; re-embed when the text changes."""
-        memory_id = parse_id(item.id)
+        memory_id = validation.parse_id(item.id)
         changes = _validated_changes(item.changes)
         if not changes:
             raise InvalidArgument(
@@ -245,8 +256,10 @@ class MemoryWriter:
         vector = None
         if "content" in changes or "description" in changes:
             vector = await self.embeddings.one(
-                embedding_text(changes.get("description", current["description"]),
-                               changes.get("content", current["content"]))
+                embedding_text(
+                    changes.get("description", current["description"]),
+                    changes.get("content", current["content"]),
+                )
             )
         now = datetime.now(UTC)
         changes["updated_at"] = now
@@ -256,18 +269,28 @@ class MemoryWriter:
             _check_writable(locked, item.id, item.grants)
             assert locked is not None
             if vector is not None and (locked["content"], locked["description"]) != (
-                current["content"], current["description"]
+                current["content"],
+                current["description"],
             ):
                 raise FailedPrecondition(f"{item.id} changed while updating; try again")
             await repo.update_memory(conn, memory_id, changes, vector)
             await rawlog.append(
-                conn, scope=locked["scope"], kind="memory", operation="update", author=item.principal,
-                target_id=memory_id, payload=payloads.update(memory_id, changes),
+                conn,
+                scope=locked["scope"],
+                kind="memory",
+                operation="update",
+                author=item.principal,
+                target_id=memory_id,
+                payload=payloads.update(memory_id, changes),
             )
             if vector is not None:
                 await entities.link(
-                    conn, memory_id, locked["scope"], changes.get("description", locked["description"]),
-                    changes.get("content", locked["content"]), now,
+                    conn,
+                    memory_id,
+                    locked["scope"],
+                    changes.get("description", locked["description"]),
+                    changes.get("content", locked["content"]),
+                    now,
                 )
             row = await repo.fetch_memory(conn, memory_id)
         assert row is not None
@@ -275,7 +298,7 @@ class MemoryWriter:
 
     async def delete(self, principal: str, grants: tuple[str, ...], memory_id_text: str) -> asyncpg.Record:
         """Remove a memory from every read; its history stays in the raw log (a tombstone record)."""
-        memory_id = parse_id(memory_id_text)
+        memory_id = validation.parse_id(memory_id_text)
         async with self.pool.acquire() as conn, conn.transaction():
             await rawlog.lock_head(conn)
             locked = await repo.lock_memory(conn, memory_id)
@@ -284,8 +307,13 @@ class MemoryWriter:
             now = datetime.now(UTC)
             await repo.delete_memory(conn, memory_id)
             await rawlog.append(
-                conn, scope=locked["scope"], kind="memory", operation="delete", author=principal,
-                target_id=memory_id, payload=payloads.event("delete", memory_id, now),
+                conn,
+                scope=locked["scope"],
+                kind="memory",
+                operation="delete",
+                author=principal,
+                target_id=memory_id,
+                payload=payloads.event("delete", memory_id, now),
             )
         return locked
 
@@ -313,8 +341,8 @@ def _validated_changes(changes: dict[str, Any]) -> dict[str, Any]:
             validation.check_importance(float(value))
         elif name == "decay_class":
             check_decay_class(value)
-        elif name == "metadata" and not isinstance(value, dict):
-            raise InvalidArgument("metadata must be a JSON object")
+        elif name == "metadata":
+            validation.check_metadata(value)
         out[name] = value
     return out
 
@@ -328,4 +356,3 @@ def _check_writable(row: asyncpg.Record | None, memory_id: str, grants: tuple[st
         )
     if row["archived_at"] is not None:
         raise FailedPrecondition(f"{memory_id} is archived; restore it first (memory_restore)")
-

@@ -163,7 +163,7 @@ class Batcher:
                 raise _shutting_down()
             self._exclusive.append(job)
             self._work.notify()
-        return await job.future  # type: ignore[no-any-return]
+        return await job.future
 
     # -- the inference threads ---------------------------------------------------------------
 
@@ -185,7 +185,9 @@ class Batcher:
                 self._run(work)
             except Exception:  # a bug outside inference: its callers get an error, not a hang
                 log.exception("embedding batch of %d texts failed outside inference", len(work))
-                failed = BatchFailed("the embedding batch this request was part of failed; see the embedder log")
+                failed = BatchFailed(
+                    "the embedding batch this request was part of failed; see the embedder log"
+                )
                 self._to_loop(self._fail_batch, work, failed)
 
     def _next_work(self) -> _Exclusive | list[_Item] | None:

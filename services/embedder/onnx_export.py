@@ -111,8 +111,7 @@ def _read_config(model_dir: Path) -> BertConfig:
     )
     if cfg.hidden_size % cfg.num_heads:
         raise ValueError(
-            f"{path}: hidden_size {cfg.hidden_size} is not divisible by "
-            f"num_attention_heads {cfg.num_heads}"
+            f"{path}: hidden_size {cfg.hidden_size} is not divisible by num_attention_heads {cfg.num_heads}"
         )
     return cfg
 
@@ -138,11 +137,9 @@ def _load_weights(model_dir: Path) -> dict[str, np.ndarray]:
     has_prefix = any(k.startswith("bert.") for k in raw)
     weights: dict[str, np.ndarray] = {}
     for key, value in raw.items():
-        name = key[len("bert."):] if has_prefix and key.startswith("bert.") else key
+        name = key[len("bert.") :] if has_prefix and key.startswith("bert.") else key
         # Very old TF-converted checkpoints call LayerNorm params gamma/beta.
-        name = name.replace("LayerNorm.gamma", "LayerNorm.weight").replace(
-            "LayerNorm.beta", "LayerNorm.bias"
-        )
+        name = name.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
         weights[name] = value
     return weights
 
@@ -157,8 +154,7 @@ class _Weights:
     def get(self, name: str, shape: tuple[int | None, ...]) -> np.ndarray:
         if name not in self._tensors:
             raise ValueError(
-                f"{self._source} is not a BERT checkpoint: missing tensor {name!r} "
-                f"(also tried 'bert.{name}')"
+                f"{self._source} is not a BERT checkpoint: missing tensor {name!r} (also tried 'bert.{name}')"
             )
         arr = self._tensors[name]
         if arr.ndim != len(shape) or any(

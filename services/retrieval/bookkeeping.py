@@ -19,30 +19,9 @@ from collections import Counter
 
 import asyncpg
 
-log = logging.getLogger(__name__)
+from services.retrieval import repo
 
-_LOG_COLUMNS = (
-    "at",
-    "principal",
-    "scopes",
-    "query",
-    "k",
-    "candidates",
-    "hits",
-    "top_score",
-    "top_similarity",
-    "latency_ms",
-    "stage_ms",
-    "degraded",
-)
-_INSERT_LOG = (
-    f"INSERT INTO search_log ({', '.join(_LOG_COLUMNS)})"
-    f" VALUES ({', '.join(f'${n}' for n in range(1, len(_LOG_COLUMNS) + 1))})"
-)
-_BUMP = (
-    "UPDATE memories m SET last_accessed_at = now(), access_count = m.access_count + b.n"
-    " FROM unnest($1::uuid[], $2::int[]) AS b(id, n) WHERE m.id = b.id"
-)
+log = logging.getLogger(__name__)
 
 
 class Bookkeeper:
@@ -61,7 +40,7 @@ class Bookkeeper:
         `every_s` seconds."""
         self._bumps.update(accessed)
         if log_row is not None:
-            self._rows.append(tuple(log_row[c] for c in _LOG_COLUMNS))
+            self._rows.append(tuple(log_row[c] for c in repo.LOG_COLUMNS))
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="search-bookkeeping")
         if len(self._rows) + len(self._bumps) >= self.max_pending:
@@ -82,14 +61,11 @@ class Bookkeeper:
             if not bumps and not rows:
                 return
             try:
-                async with self.pool.acquire() as conn, conn.transaction():
-                    await conn.execute("SET LOCAL synchronous_commit = off")
-                    if bumps:
-                        await conn.execute(_BUMP, list(bumps), list(bumps.values()))
-                    if rows:
-                        await conn.executemany(_INSERT_LOG, rows)
+                await repo.write_bookkeeping(self.pool, bumps, rows)
             except Exception:  # never let bookkeeping fail a search, nor stop the loop
-                log.exception("search bookkeeping failed: %d bumps and %d log rows lost", len(bumps), len(rows))
+                log.exception(
+                    "search bookkeeping failed: %d bumps and %d log rows lost", len(bumps), len(rows)
+                )
 
     async def close(self) -> None:
         """Flush and stop the loop."""

@@ -12,17 +12,17 @@ from __future__ import annotations
 import logging
 import math
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
 
+from hypermnesia import validation
 from hypermnesia.embedder_client import EmbedderClient
 from hypermnesia.errors import HypermnesiaError, InvalidArgument, Unavailable
-from hypermnesia.memory_rows import MEMORY_COLUMNS
-from hypermnesia.v1 import common_pb2, structure_pb2
-from services.retrieval.filters import LIVE
-from services.retrieval.search import Searcher, SearchInput
+from services.retrieval import reads, structure
+from services.retrieval.search import Searcher, SearchInput, SearchOutput
 
 log = logging.getLogger(__name__)
 
@@ -34,14 +34,12 @@ DEFAULT_BUDGETS = {
     "documents": 800,
     "recent": 1500,
 }
-MAX_LAYER_BUDGET = 32_000
 MIN_RECENT_TURNS = 3
 _STATE_QUESTION = re.compile(
     r"\b(status|going on|where (were|are) we|next steps?|what('s| is) (left|pending|open)|catch me up|"
     r"resume|recap|open (tasks|threads))\b",
     re.I,
 )
-_M_COLUMNS = ", ".join("m." + c.strip() for c in MEMORY_COLUMNS.split(","))
 
 
 @dataclass
@@ -138,21 +136,22 @@ async def fill(layer: Layer, items: list[tuple[str, str]], counter: TokenCounter
 
 
 class ContextAssembler:
-    def __init__(
-        self, pool: asyncpg.Pool, searcher: Searcher, embedder: EmbedderClient, structure: Any
-    ) -> None:
+    def __init__(self, pool: asyncpg.Pool, searcher: Searcher, embedder: EmbedderClient) -> None:
         self.pool = pool
         self.searcher = searcher
         self.embedder = embedder
-        self.structure = structure  # the in-process Structure servicer (tiers 0 and 1)
-
-    async def _rows(self, sql_where: str, params: list[Any], order: str, limit: int) -> list[asyncpg.Record]:
-        sql = f"SELECT {_M_COLUMNS} FROM memories m WHERE {sql_where} AND {LIVE} ORDER BY {order}"
-        return await self.pool.fetch(f"{sql} LIMIT {int(limit)}", *params)
 
     async def _search(
-        self, q: ContextInput, mode: str, kinds: list[str], k: int, degraded: list[str]
+        self,
+        q: ContextInput,
+        mode: str,
+        kinds: list[str],
+        k: int,
+        degraded: list[str],
+        done: list[SearchOutput],
     ) -> list[Any]:
+        """One layer's search, not logged on its own: the assembly logs one search_log row for the
+        question it was asked (assemble), however many layers searched for it."""
         out = await self.searcher.search(
             SearchInput(
                 principal=q.principal,
@@ -162,8 +161,10 @@ class ContextAssembler:
                 k=k,
                 kinds=kinds,
                 mode=mode,
-            )
+            ),
+            log=False,
         )
+        done.append(out)
         for flag in out.degraded:
             if flag not in degraded:
                 degraded.append(flag)
@@ -175,12 +176,16 @@ class ContextAssembler:
         for name, value in q.budgets.items():
             if name not in DEFAULT_BUDGETS:
                 raise InvalidArgument(f"unknown layer {name!r}; layers are {', '.join(DEFAULT_BUDGETS)}")
-            if not 0 <= value <= MAX_LAYER_BUDGET:
-                raise InvalidArgument(f"the {name} budget must be between 0 and {MAX_LAYER_BUDGET:,} tokens")
+            if not 0 <= value <= validation.MAX_LAYER_BUDGET:
+                raise InvalidArgument(
+                    f"the {name} budget must be between 0 and {validation.MAX_LAYER_BUDGET:,} tokens"
+                )
             budgets[name] = value
         if q.path and not q.repo:
             raise InvalidArgument("a path needs its repo: pass repo (the project map the path belongs to)")
         degraded: list[str] = []
+        searches: list[SearchOutput] = []
+        started = time.perf_counter()
         counter = TokenCounter(self.embedder, degraded)
         layers = {name: Layer(name, budget) for name, budget in budgets.items()}
         scopes = q.scopes
@@ -188,14 +193,9 @@ class ContextAssembler:
 
         # 1. Procedural: how this team works.
         if has_query:
-            rows = await self._search(q, mode, ["procedural"], 20, degraded)
+            rows = await self._search(q, mode, ["procedural"], 20, degraded, searches)
         else:
-            rows = await self._rows(
-                "m.scope = ANY($1::text[]) AND m.kind = 'procedural'",
-                [scopes],
-                "m.importance DESC, m.updated_at DESC",
-                20,
-            )
+            rows = await reads.live_of_kinds(self.pool, scopes, ["procedural"], "important", 20)
         await fill(
             layers["procedural"],
             [(str(r["id"]), _item(r["id"], r["description"], r["content"])) for r in rows],
@@ -203,12 +203,7 @@ class ContextAssembler:
         )
 
         # 2. Project: pinned core memories, then the tier-0 map (components + global invariants).
-        core = await self._rows(
-            "m.scope = ANY($1::text[]) AND m.kind = 'core'",
-            [scopes],
-            "m.importance DESC, m.updated_at DESC",
-            50,
-        )
+        core = await reads.live_of_kinds(self.pool, scopes, ["core"], "important", 50)
         items = [(str(r["id"]), _item(r["id"], r["description"], r["content"])) for r in core]
         if q.repo:
             items += await self._project_map_items(q)
@@ -223,14 +218,9 @@ class ContextAssembler:
         # 4. Memories: hybrid search (or, at session start, what changed most recently).
         kinds = ["episodic", "semantic"]
         if has_query:
-            rows = await self._search(q, mode, kinds, 30, degraded)
+            rows = await self._search(q, mode, kinds, 30, degraded, searches)
         else:
-            rows = await self._rows(
-                "m.scope = ANY($1::text[]) AND m.kind = ANY($2::text[])",
-                [scopes, kinds],
-                "m.importance DESC, m.last_accessed_at DESC",
-                30,
-            )
+            rows = await reads.live_of_kinds(self.pool, scopes, kinds, "recalled", 30)
         await fill(
             layers["memories"],
             [(str(r["id"]), _item(r["id"], r["description"], r["content"])) for r in rows],
@@ -239,7 +229,7 @@ class ContextAssembler:
 
         # 5. Documents: chunks that ground the memories.
         if has_query:
-            rows = await self._search(q, mode, ["document"], 20, degraded)
+            rows = await self._search(q, mode, ["document"], 20, degraded, searches)
             await fill(
                 layers["documents"],
                 [(str(r["id"]), _item(r["id"], r["description"], r["content"])) for r in rows],
@@ -249,17 +239,20 @@ class ContextAssembler:
         # 6. Recent: working memories and the thread's latest turns (oldest first, at least three).
         await self._fill_recent(layers["recent"], q, counter)
 
+        if searches:
+            self.searcher.log_searches(
+                SearchInput(
+                    principal=q.principal, grants=q.grants, query=q.query, scopes=scopes, k=0, mode=mode
+                ),
+                searches,
+                (time.perf_counter() - started) * 1000,
+            )
         ordered = [layers[name] for name in DEFAULT_BUDGETS]
         return ordered, mode, reason, degraded
 
     async def _project_map_items(self, q: ContextInput) -> list[tuple[str, str]]:
         try:
-            reply = await self.structure.ProjectMap(
-                structure_pb2.ProjectMapRequest(
-                    caller=common_pb2.Caller(principal=q.principal, grants=q.grants), repo=q.repo
-                ),
-                None,
-            )
+            reply = await structure.project_map(self.pool, q.repo)
         except HypermnesiaError:
             return []  # no map for this repo: the layer holds what else there is
         items = [
@@ -276,12 +269,7 @@ class ContextAssembler:
         return items
 
     async def _path_items(self, q: ContextInput) -> list[tuple[str, str]]:
-        reply = await self.structure.ResolvePath(
-            structure_pb2.ResolvePathRequest(
-                caller=common_pb2.Caller(principal=q.principal, grants=q.grants), repo=q.repo, path=q.path
-            ),
-            None,
-        )
+        reply = await structure.resolve_path(self.pool, q.repo, q.path)
         items: list[tuple[str, str]] = []
         if reply.matched:
             items.append(
@@ -297,17 +285,10 @@ class ContextAssembler:
         return items
 
     async def _fill_recent(self, layer: Layer, q: ContextInput, counter: TokenCounter) -> None:
-        working = await self._rows(
-            "m.scope = ANY($1::text[]) AND m.kind = 'working'", [q.scopes], "m.updated_at DESC", 20
-        )
+        working = await reads.live_of_kinds(self.pool, q.scopes, ["working"], "updated", 20)
         turns: list[asyncpg.Record] = []
         if q.thread_id:
-            turns = await self._rows(
-                "m.scope = ANY($1::text[]) AND m.thread_id = $2",
-                [q.scopes, q.thread_id],
-                "m.created_at DESC, m.id DESC",
-                50,
-            )
+            turns = await reads.latest_turns(self.pool, q.scopes, q.thread_id, 50)
         # Newest turns first when filling, shown oldest first; the last three are always kept.
         turn_items = [(str(r["id"]), _item(r["id"], "", r["content"])) for r in turns]
         protected = turn_items[:MIN_RECENT_TURNS]

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-LIVE = "m.archived_at IS NULL AND m.superseded_by IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())"
+from hypermnesia.memory_rows import live_sql
 
 
 @dataclass(frozen=True)
@@ -64,5 +64,5 @@ class Prefilter:
         elif self.include_archived:
             parts.append("m.superseded_by IS NULL")
         else:
-            parts.append(LIVE)
+            parts.append(live_sql("m"))
         return " AND ".join(parts), params

@@ -1,5 +1,5 @@
-"""Reads beside search: list (an index without bodies by default), lineage along supersede
-chains, and recall health from search_log."""
+"""Retrieval's SQL beside search: list (an index without bodies by default), lineage along supersede
+chains, scope counts, recall health from search_log, and the layers context assembly reads."""
 
 from __future__ import annotations
 
@@ -9,12 +9,8 @@ from datetime import datetime
 
 import asyncpg
 
-from hypermnesia.memory_rows import MEMORY_COLUMNS
+from hypermnesia.memory_rows import chain_sql, live_sql, memory_columns
 from services.retrieval.filters import Prefilter
-
-_M_COLUMNS = ", ".join("m." + c.strip() for c in MEMORY_COLUMNS.split(","))
-MAX_LIST_LIMIT = 500
-MAX_CHAIN = 1000
 
 
 @dataclass(frozen=True)
@@ -27,7 +23,7 @@ async def list_memories(pool: asyncpg.Pool, prefilter: Prefilter, limit: int, of
     where, params = prefilter.sql(first_param=1)
     n = len(params)
     rows = await pool.fetch(
-        f"SELECT {_M_COLUMNS}, count(*) OVER () AS total FROM memories m WHERE {where}"
+        f"SELECT {memory_columns('m')}, count(*) OVER () AS total FROM memories m WHERE {where}"
         f" ORDER BY m.updated_at DESC, m.id LIMIT ${n + 1} OFFSET ${n + 2}",
         *params,
         limit,
@@ -41,35 +37,54 @@ async def list_memories(pool: asyncpg.Pool, prefilter: Prefilter, limit: int, of
 
 async def lineage(pool: asyncpg.Pool, memory_id: uuid.UUID) -> list[asyncpg.Record]:
     """Every memory on the supersede chain through memory_id, oldest first."""
-    return await pool.fetch(
-        f"""
-        WITH RECURSIVE back AS (
-            SELECT id, supersedes, 0 AS step FROM memories WHERE id = $1
-            UNION ALL
-            SELECT m.id, m.supersedes, b.step - 1 FROM memories m JOIN back b ON m.id = b.supersedes
-            WHERE b.step > -{MAX_CHAIN}
-        ), forward AS (
-            SELECT id, superseded_by, 0 AS step FROM memories WHERE id = $1
-            UNION ALL
-            SELECT m.id, m.superseded_by, f.step + 1 FROM memories m JOIN forward f ON m.id = f.superseded_by
-            WHERE f.step < {MAX_CHAIN}
-        ), chain AS (
-            SELECT id, step FROM back UNION SELECT id, step FROM forward
-        )
-        SELECT {_M_COLUMNS} FROM chain c JOIN memories m ON m.id = c.id ORDER BY c.step
-        """,
-        memory_id,
-    )
+    return await pool.fetch(chain_sql(memory_columns("m")), memory_id)
 
 
 async def scope_counts(pool: asyncpg.Pool, scopes: list[str]) -> list[asyncpg.Record]:
+    """Per scope: live memories (expired working memories are not), archived, superseded."""
     return await pool.fetch(
         "SELECT scope,"
-        " count(*) FILTER (WHERE archived_at IS NULL AND superseded_by IS NULL) AS live,"
+        f" count(*) FILTER (WHERE {live_sql()}) AS live,"
         " count(*) FILTER (WHERE archived_at IS NOT NULL) AS archived,"
         " count(*) FILTER (WHERE superseded_by IS NOT NULL) AS superseded"
         " FROM memories WHERE scope = ANY($1::text[]) GROUP BY scope ORDER BY scope",
         scopes,
+    )
+
+
+# The orders context assembly reads layers in (ContextAssembler).
+ORDERS = {
+    "important": "m.importance DESC, m.updated_at DESC",
+    "recalled": "m.importance DESC, m.last_accessed_at DESC",
+    "updated": "m.updated_at DESC",
+}
+
+
+async def live_of_kinds(
+    pool: asyncpg.Pool, scopes: list[str], kinds: list[str], order: str, limit: int
+) -> list[asyncpg.Record]:
+    """Live memories of these kinds in these scopes, in one of ORDERS."""
+    return await pool.fetch(
+        f"SELECT {memory_columns('m')} FROM memories m"
+        f" WHERE m.scope = ANY($1::text[]) AND m.kind = ANY($2::text[]) AND {live_sql('m')}"
+        f" ORDER BY {ORDERS[order]} LIMIT $3",
+        scopes,
+        kinds,
+        limit,
+    )
+
+
+async def latest_turns(
+    pool: asyncpg.Pool, scopes: list[str], thread_id: str, limit: int
+) -> list[asyncpg.Record]:
+    """A thread's latest live memories, newest first."""
+    return await pool.fetch(
+        f"SELECT {memory_columns('m')} FROM memories m"
+        f" WHERE m.scope = ANY($1::text[]) AND m.thread_id = $2 AND {live_sql('m')}"
+        " ORDER BY m.created_at DESC, m.id DESC LIMIT $3",
+        scopes,
+        thread_id,
+        limit,
     )
 
 

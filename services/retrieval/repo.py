@@ -8,18 +8,18 @@ import asyncio
 import contextlib
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import asyncpg
 import numpy as np
 
 from hypermnesia import scope_graphs
-from hypermnesia.memory_rows import MEMORY_COLUMNS
+from hypermnesia.memory_rows import live_sql, memory_columns
 from hypermnesia.settings import RetrievalSettings
-from services.retrieval.filters import LIVE, Prefilter
+from services.retrieval.filters import Prefilter
 from services.retrieval.lexical import STOPWORDS
 
-_M_COLUMNS = ", ".join("m." + c.strip() for c in MEMORY_COLUMNS.split(","))
 _STOPWORDS = sorted(STOPWORDS)
 
 # Query terms: stemmed English lexemes plus exact `simple` tokens, function words dropped; OR-ed.
@@ -116,7 +116,7 @@ def _neighbour(direction: str) -> str:
     return (
         f"(CASE WHEN m.thread_id IS NOT NULL THEN (SELECT x.id FROM memories x WHERE x.scope = m.scope"
         f" AND x.thread_id = m.thread_id AND (x.created_at, x.id) {direction} (m.created_at, m.id)"
-        f" AND x.archived_at IS NULL AND x.superseded_by IS NULL"
+        f" AND {live_sql('x')}"
         f" ORDER BY x.created_at {order}, x.id {order} LIMIT 1) END)"
     )
 
@@ -154,7 +154,7 @@ expanded AS (
 pool AS (
     SELECT id FROM dense UNION SELECT id FROM lexical UNION SELECT id FROM expanded
 )
-SELECT {_M_COLUMNS},
+SELECT {memory_columns("m")},
        1 - (m.embedding <=> $7) AS similarity,
        {_BM25} AS bm25,
        (numnode(tsq.all_terms) > 0 AND f.tsv @@ tsq.all_terms) AS all_terms,
@@ -255,7 +255,9 @@ class ScopeSizes:
         return sizes
 
 
-async def dense_leg(conn: asyncpg.Connection, q: CandidateQuery, vector: np.ndarray, sizes: ScopeSizes) -> list:
+async def dense_leg(
+    conn: asyncpg.Connection, q: CandidateQuery, vector: np.ndarray, sizes: ScopeSizes
+) -> list:
     """The dense leg's ids, nearest first, by the cheaper way for the searched scopes' size:
     - the scope's own HNSW graph when one scope is searched and it has one
       (hypermnesia/scope_graphs.py): about 3 ms at 10,000 rows;
@@ -306,4 +308,64 @@ async def dense_leg(conn: asyncpg.Connection, q: CandidateQuery, vector: np.ndar
 
 
 async def get_memory(pool: asyncpg.Pool, memory_id: uuid.UUID) -> asyncpg.Record | None:
-    return await pool.fetchrow(f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE id = $1 AND {LIVE}", memory_id)
+    return await pool.fetchrow(
+        f"SELECT {memory_columns('m')} FROM memories m WHERE m.id = $1 AND {live_sql('m')}", memory_id
+    )
+
+
+async def entity_links(pool: asyncpg.Pool, ids: list[uuid.UUID]) -> list[asyncpg.Record]:
+    """(memory_id, type, name) of every entity the memories in `ids` are linked to."""
+    return await pool.fetch(
+        "SELECT me.memory_id, e.type, e.name FROM memory_entities me JOIN entities e ON e.id = me.entity_id"
+        " WHERE me.memory_id = ANY($1::uuid[])",
+        ids,
+    )
+
+
+async def open_tasks(pool: asyncpg.Pool, scopes: list[str]) -> list[asyncpg.Record]:
+    """(id, sources) of the live working-memory tasks of these scopes; `sources` is the metadata's
+    derived_from (JSON, as the caller wrote it)."""
+    return await pool.fetch(
+        "SELECT m.id, m.metadata->'derived_from' AS sources FROM memories m"
+        f" WHERE m.scope = ANY($1::text[]) AND m.type = 'task' AND m.kind = 'working' AND {live_sql('m')}",
+        scopes,
+    )
+
+
+# What a search leaves behind (bookkeeping.py batches it): search_log rows, these columns in order.
+LOG_COLUMNS = (
+    "at",
+    "principal",
+    "scopes",
+    "query",
+    "k",
+    "candidates",
+    "hits",
+    "top_score",
+    "top_similarity",
+    "latency_ms",
+    "stage_ms",
+    "degraded",
+)
+_INSERT_LOG = (
+    f"INSERT INTO search_log ({', '.join(LOG_COLUMNS)})"
+    f" VALUES ({', '.join(f'${n}' for n in range(1, len(LOG_COLUMNS) + 1))})"
+)
+_BUMP = (
+    "UPDATE memories m SET last_accessed_at = now(), access_count = m.access_count + b.n"
+    " FROM unnest($1::uuid[], $2::int[]) AS b(id, n) WHERE m.id = b.id"
+)
+
+
+async def write_bookkeeping(
+    pool: asyncpg.Pool, bumps: Mapping[uuid.UUID, int], log_rows: list[tuple]
+) -> None:
+    """Access bumps (memory id -> times recalled) and search_log rows (LOG_COLUMNS order) in one
+    transaction that does not wait for the disk: a crash may lose the last second of bookkeeping,
+    never a memory."""
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("SET LOCAL synchronous_commit = off")
+        if bumps:
+            await conn.execute(_BUMP, list(bumps), list(bumps.values()))
+        if log_rows:
+            await conn.executemany(_INSERT_LOG, log_rows)

@@ -8,10 +8,11 @@ import json
 import logging
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 import asyncpg
+import numpy as np
 
 from hypermnesia import validation
 from hypermnesia.embedder_client import QUERY, EmbedderClient
@@ -72,6 +73,7 @@ class SearchOutput:
     dense_candidates: int = 0
     lexical_candidates: int = 0
     stages: dict[str, float] = field(default_factory=dict)
+    k: int = 0  # how many hits were asked for
 
 
 class Searcher:
@@ -133,7 +135,7 @@ class Searcher:
             raise InvalidArgument("since must be earlier than until")
         return fusion, mode
 
-    async def _embed_query(self, query: str, degraded: list[str]):  # type: ignore[no-untyped-def]
+    async def _embed_query(self, query: str, degraded: list[str]) -> np.ndarray | None:
         try:
             (vector,) = await self.embedder.embed([query], QUERY, self.settings.embed_timeout_ms / 1000)
             return vector
@@ -143,7 +145,9 @@ class Searcher:
             metrics.DEGRADED.inc()
             return None
 
-    async def search(self, q: SearchInput) -> SearchOutput:
+    async def search(self, q: SearchInput, *, log: bool = True) -> SearchOutput:
+        """`log` False leaves the search_log row to the caller (context assembly logs one row for
+        the several searches it runs: log_searches)."""
         fusion, mode = self._validate(q)
         weights = self.weights[mode]
         started = time.perf_counter()
@@ -216,8 +220,9 @@ class Searcher:
             dense_candidates=int(rows[0]["dense_count"]) if rows else 0,
             lexical_candidates=int(rows[0]["lexical_count"]) if rows else 0,
             stages=stages,
+            k=q.k,
         )
-        self._after_search(q, out)
+        self._after_search(q, out, log=log)
         return out
 
     async def _structural_signals(self, q: SearchInput, candidates: list[Candidate], w: Weights) -> None:
@@ -255,28 +260,52 @@ class Searcher:
         head.sort(key=lambda c: c.score, reverse=True)
         return head + ranked[len(head) :]
 
-    def _after_search(self, q: SearchInput, out: SearchOutput) -> None:
+    def _after_search(self, q: SearchInput, out: SearchOutput, *, log: bool) -> None:
         """Access bumps and the search_log row, written off the hot path (bookkeeping.py)."""
         bump = q.as_of is None and self.settings.search_bump_access
         accessed = [uuid.UUID(str(c.id)) for c in out.hits] if bump else []
-        row = None
-        if self.settings.search_log_enabled:
-            row = {
-                "at": datetime.now(UTC),
-                "principal": q.principal,
-                "scopes": q.scopes,
-                "query": q.query,
-                "k": q.k,
-                "candidates": out.candidates,
-                "hits": len(out.hits),
-                "top_score": out.hits[0].score if out.hits else None,
-                "top_similarity": out.hits[0].similarity if out.hits else None,
-                "latency_ms": out.stages["total_ms"],
-                "stage_ms": json.dumps(out.stages),
-                "degraded": out.degraded,
-            }
+        row = self._log_row(q, out) if log else None
         if accessed or row:
             self.bookkeeper.record(accessed, row)
+
+    def log_searches(self, q: SearchInput, outs: list[SearchOutput], total_ms: float) -> None:
+        """One search_log row for several searches made for one question (their hits and
+        candidates together, k their ks summed), run with `log=False`; access bumps were made."""
+        hits = sorted((c for out in outs for c in out.hits), key=lambda c: c.score, reverse=True)
+        stages: dict[str, float] = {}
+        for out in outs:
+            for name, ms in out.stages.items():
+                stages[name] = stages.get(name, 0.0) + ms
+        stages["total_ms"] = total_ms
+        merged = SearchOutput(
+            hits=hits,
+            degraded=sorted({flag for out in outs for flag in out.degraded}),
+            fusion=outs[0].fusion if outs else "",
+            candidates=sum(out.candidates for out in outs),
+            stages=stages,
+            k=sum(out.k for out in outs),
+        )
+        row = self._log_row(replace(q, k=merged.k), merged)
+        if row:
+            self.bookkeeper.record([], row)
+
+    def _log_row(self, q: SearchInput, out: SearchOutput) -> dict | None:
+        if not self.settings.search_log_enabled:
+            return None
+        return {
+            "at": datetime.now(UTC),
+            "principal": q.principal,
+            "scopes": q.scopes,
+            "query": q.query,
+            "k": q.k,
+            "candidates": out.candidates,
+            "hits": len(out.hits),
+            "top_score": out.hits[0].score if out.hits else None,
+            "top_similarity": out.hits[0].similarity if out.hits else None,
+            "latency_ms": out.stages["total_ms"],
+            "stage_ms": json.dumps(out.stages),
+            "degraded": out.degraded,
+        }
 
     async def drain(self) -> None:
         """Write pending bookkeeping now (tests)."""

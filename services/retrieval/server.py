@@ -16,7 +16,6 @@ from services.retrieval import structure
 from services.retrieval.context import ContextAssembler
 from services.retrieval.search import Searcher
 from services.retrieval.servicer import RetrievalServicer
-from services.retrieval.structure import StructureServicer
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +32,7 @@ async def running(settings: RetrievalSettings) -> AsyncIterator[tuple[grpc.aio.S
         [
             (
                 retrieval_pb2_grpc.add_RetrievalServicer_to_server,
-                RetrievalServicer(
-                    searcher, ContextAssembler(store.pool, searcher, embedder, StructureServicer(store.pool))
-                ),
+                RetrievalServicer(searcher, ContextAssembler(store.pool, searcher, embedder)),
                 SERVICE_NAME,
             ),
             structure.registration(store.pool),

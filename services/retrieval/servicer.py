@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,13 +25,6 @@ def _time(request: Any, name: str) -> datetime | None:
     if not request.HasField(name):
         return None
     return getattr(request, name).ToDatetime(tzinfo=UTC)
-
-
-def parse_id(value: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(value)
-    except ValueError as exc:
-        raise InvalidArgument(f"{value[:60]!r} is not a memory id (a UUID)") from exc
 
 
 class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
@@ -70,7 +62,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
         return retrieval_pb2.SearchResponse(
             hits=[
                 retrieval_pb2.SearchHit(
-                    memory=memory_from_row(c.row),  # type: ignore[arg-type]
+                    memory=memory_from_row(c.row),
                     similarity=c.similarity,
                     score=c.score,
                     lexical_match=c.lexical_match,
@@ -95,7 +87,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
     async def Get(
         self, request: retrieval_pb2.GetRequest, context: grpc.aio.ServicerContext
     ) -> common_pb2.Memory:
-        row = await repo.get_memory(self.searcher.pool, parse_id(request.id))
+        row = await repo.get_memory(self.searcher.pool, validation.parse_id(request.id))
         # A memory outside the caller's scopes is reported exactly like a missing one.
         if row is None or not permits(request.caller.grants, row["scope"]):
             raise NotFound(f"no memory {request.id} in your scopes")
@@ -114,8 +106,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
     ) -> retrieval_pb2.ListResponse:
         scopes = self._scopes(request.caller, list(request.scopes))
         limit = request.limit or DEFAULT_LIST_LIMIT
-        if not 1 <= limit <= reads.MAX_LIST_LIMIT:
-            raise InvalidArgument(f"limit must be between 1 and {reads.MAX_LIST_LIMIT}")
+        validation.check_limit(limit, validation.MAX_LIST_LIMIT)
         if request.offset < 0:
             raise InvalidArgument("offset must not be negative")
         for kind in request.kinds:
@@ -140,7 +131,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
     async def Lineage(
         self, request: retrieval_pb2.GetRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.LineageResponse:
-        rows = await reads.lineage(self.searcher.pool, parse_id(request.id))
+        rows = await reads.lineage(self.searcher.pool, validation.parse_id(request.id))
         visible = [r for r in rows if permits(request.caller.grants, r["scope"])]
         if not visible:
             raise NotFound(f"no memory {request.id} in your scopes")
@@ -151,8 +142,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
     ) -> retrieval_pb2.StatsResponse:
         scopes = self._scopes(request.caller, list(request.scopes))
         days = request.days or DEFAULT_STATS_DAYS
-        if not 1 <= days <= 3650:
-            raise InvalidArgument("days must be between 1 and 3650")
+        validation.check_limit(days, validation.MAX_STATS_DAYS, "days")
         since = datetime.now(UTC) - timedelta(days=days)
         counts = await reads.scope_counts(self.searcher.pool, scopes)
         health = await reads.search_health(self.searcher.pool, scopes, since)
@@ -210,4 +200,19 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
             mode=mode,
             mode_reason=reason,
             degraded=degraded,
+        )
+
+    async def GetLiveSettings(
+        self, request: common_pb2.LiveSettingsRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.LiveSettings:
+        s = self.searcher.settings
+        return common_pb2.LiveSettings(
+            values={
+                "HM_SEARCH_MIN_SIMILARITY": f"{s.search_min_similarity:g}",
+                "HM_SEARCH_RELATIVE_CUTOFF": f"{s.search_relative_cutoff:g}",
+                "HM_HYBRID_SEARCH": str(s.hybrid_search).lower(),
+                "HM_FUSION": s.fusion,
+                "HM_SEARCH_MAX_K": str(s.search_max_k),
+                "HM_SEARCH_LOG_ENABLED": str(s.search_log_enabled).lower(),
+            }
         )

@@ -18,7 +18,7 @@ import uuid
 import asyncpg
 
 from hypermnesia.entities import extract, overlap_key
-from services.retrieval.filters import LIVE
+from services.retrieval import repo
 
 TASK_BONUS = 0.5
 
@@ -43,11 +43,7 @@ def jaccard(a: EntitySet, b: EntitySet) -> float:
 
 async def entity_sets(pool: asyncpg.Pool, ids: list[uuid.UUID]) -> dict[uuid.UUID, EntitySet]:
     """The linked entities of each memory in `ids` (memories with none are absent)."""
-    rows = await pool.fetch(
-        "SELECT me.memory_id, e.type, e.name FROM memory_entities me JOIN entities e ON e.id = me.entity_id"
-        " WHERE me.memory_id = ANY($1::uuid[])",
-        ids,
-    )
+    rows = await repo.entity_links(pool, ids)
     found: dict[uuid.UUID, set[tuple[str, str]]] = {}
     for r in rows:
         found.setdefault(r["memory_id"], set()).add(overlap_key((r["type"], r["name"])))
@@ -58,11 +54,7 @@ async def active_task_ids(pool: asyncpg.Pool, scopes: list[str], ids: list[uuid.
     """Which of `ids` are open tasks (live working-memory tasks of these scopes) or memories such a
     task was derived from. Dismissed tasks are archived and expired ones are not live, so neither
     counts."""
-    rows = await pool.fetch(
-        "SELECT m.id, m.metadata->'derived_from' AS sources FROM memories m"
-        f" WHERE m.scope = ANY($1::text[]) AND m.type = 'task' AND m.kind = 'working' AND {LIVE}",
-        scopes,
-    )
+    rows = await repo.open_tasks(pool, scopes)
     wanted = set(ids)
     active: set[uuid.UUID] = set()
     for r in rows:

@@ -119,8 +119,71 @@ def _no_map(repo: str) -> NotFound:
     )
 
 
+async def project_map(pool: asyncpg.Pool, repo: str) -> structure_pb2.ProjectMapResponse:
+    """Tier 0: the repo's components, relationships and global invariants (NotFound without a map)."""
+    repo = check_repo(repo)
+    async with structure_repo.snapshot(pool) as conn:
+        info = await structure_repo.map_info(conn, repo)
+        if info is None:
+            raise _no_map(repo)
+        rows = await structure_repo.components(conn, repo)
+        rels = await structure_repo.relationships(conn, repo)
+        invariants = await structure_repo.global_invariants(conn, repo)
+    edges = _edges(rels)
+    response = structure_pb2.ProjectMapResponse(
+        repo=repo,
+        components=[_component(r, [e["to_slug"] for e in edges.get(r["slug"], [])]) for r in rows],
+        invariants=[_constraint(c, GLOBAL_REASON) for c in invariants],
+        relationships=[
+            structure_pb2.Relationship(
+                from_component=e["from_slug"], to_component=e["to_slug"], kind=e["kind"]
+            )
+            for e in rels
+        ],
+        source_name=info["source_name"],
+        source_sha256=info["source_sha256"],
+        loaded_by=info["loaded_by"],
+    )
+    response.loaded_at.FromDatetime(info["loaded_at"])
+    return response
+
+
+async def resolve_path(pool: asyncpg.Pool, repo: str, path: str) -> structure_pb2.ResolvePathResponse:
+    """Tier 1: the component a path belongs to and the rules that apply to it, each with its reason."""
+    repo = check_repo(repo)
+    path = normalize_path(path)
+    async with structure_repo.snapshot(pool) as conn:
+        if await structure_repo.map_info(conn, repo) is None:
+            raise _no_map(repo)
+        rows = await structure_repo.components(conn, repo)
+        win, reason, note = choose_component(rows, path)
+        out_edges = _edges(await structure_repo.relationships(conn, repo)).get(win.slug, []) if win else []
+        neighbours = [e["to_slug"] for e in out_edges]
+        found = await structure_repo.applicable_constraints(conn, repo, win.slug if win else None, neighbours)
+    response = structure_pb2.ResolvePathResponse(repo=repo, path=path, matched=win is not None, note=note)
+    if win is None:
+        response.note = f"no component's globs match {path!r}; only the global invariants apply"
+    else:
+        row = next(r for r in rows if r["slug"] == win.slug)
+        response.component.CopyFrom(_component(row, neighbours))
+        response.matched_glob = win.glob
+        response.reason = reason
+        own = match_reason(win)
+        response.constraints.extend(_constraint(c, own) for c in found if c["component_slug"] == win.slug)
+        for edge in out_edges:
+            via = f"via dependency {win.slug} -> {edge['to_slug']}"
+            if edge["kind"] != "depends_on":
+                via += f" ({edge['kind']})"
+            response.constraints.extend(
+                _constraint(c, via) for c in found if c["component_slug"] == edge["to_slug"]
+            )
+    response.constraints.extend(_constraint(c, GLOBAL_REASON) for c in found if c["component_slug"] is None)
+    return response
+
+
 class StructureServicer(structure_pb2_grpc.StructureServicer):
-    """Reads need no scope: the gateway admits any valid token to the map (it holds rules, not memories)."""
+    """Reads need no scope: the gateway admits any valid token to the map (it holds rules, not memories).
+    Context assembly calls the same functions (project_map, resolve_path) directly."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
@@ -128,70 +191,12 @@ class StructureServicer(structure_pb2_grpc.StructureServicer):
     async def ProjectMap(
         self, request: structure_pb2.ProjectMapRequest, context: grpc.aio.ServicerContext
     ) -> structure_pb2.ProjectMapResponse:
-        repo = check_repo(request.repo)
-        async with structure_repo.snapshot(self.pool) as conn:
-            info = await structure_repo.map_info(conn, repo)
-            if info is None:
-                raise _no_map(repo)
-            rows = await structure_repo.components(conn, repo)
-            rels = await structure_repo.relationships(conn, repo)
-            invariants = await structure_repo.global_invariants(conn, repo)
-        edges = _edges(rels)
-        response = structure_pb2.ProjectMapResponse(
-            repo=repo,
-            components=[_component(r, [e["to_slug"] for e in edges.get(r["slug"], [])]) for r in rows],
-            invariants=[_constraint(c, GLOBAL_REASON) for c in invariants],
-            relationships=[
-                structure_pb2.Relationship(
-                    from_component=e["from_slug"], to_component=e["to_slug"], kind=e["kind"]
-                )
-                for e in rels
-            ],
-            source_name=info["source_name"],
-            source_sha256=info["source_sha256"],
-            loaded_by=info["loaded_by"],
-        )
-        response.loaded_at.FromDatetime(info["loaded_at"])
-        return response
+        return await project_map(self.pool, request.repo)
 
     async def ResolvePath(
         self, request: structure_pb2.ResolvePathRequest, context: grpc.aio.ServicerContext
     ) -> structure_pb2.ResolvePathResponse:
-        repo = check_repo(request.repo)
-        path = normalize_path(request.path)
-        async with structure_repo.snapshot(self.pool) as conn:
-            if await structure_repo.map_info(conn, repo) is None:
-                raise _no_map(repo)
-            rows = await structure_repo.components(conn, repo)
-            win, reason, note = choose_component(rows, path)
-            out_edges = (
-                _edges(await structure_repo.relationships(conn, repo)).get(win.slug, []) if win else []
-            )
-            neighbours = [e["to_slug"] for e in out_edges]
-            found = await structure_repo.applicable_constraints(
-                conn, repo, win.slug if win else None, neighbours
-            )
-        response = structure_pb2.ResolvePathResponse(repo=repo, path=path, matched=win is not None, note=note)
-        if win is None:
-            response.note = f"no component's globs match {path!r}; only the global invariants apply"
-        else:
-            row = next(r for r in rows if r["slug"] == win.slug)
-            response.component.CopyFrom(_component(row, neighbours))
-            response.matched_glob = win.glob
-            response.reason = reason
-            own = match_reason(win)
-            response.constraints.extend(_constraint(c, own) for c in found if c["component_slug"] == win.slug)
-            for edge in out_edges:
-                via = f"via dependency {win.slug} -> {edge['to_slug']}"
-                if edge["kind"] != "depends_on":
-                    via += f" ({edge['kind']})"
-                response.constraints.extend(
-                    _constraint(c, via) for c in found if c["component_slug"] == edge["to_slug"]
-                )
-        response.constraints.extend(
-            _constraint(c, GLOBAL_REASON) for c in found if c["component_slug"] is None
-        )
-        return response
+        return await resolve_path(self.pool, request.repo, request.path)
 
 
 def registration(pool: asyncpg.Pool) -> Registration:

@@ -1,0 +1,83 @@
+"""The base of every request model: documented fields with their bounds, and the one check a request
+must pass before it goes on the wire.
+
+The services are the validation authority: a bound stated here goes into the OpenAPI document and
+the MCP input schemas, so a client sees it, but the service enforces it, so a mistake reads the same
+whichever transport made it. The gateway itself checks only the request's shape (types, required
+fields) and that its text can travel at all.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, Field, field_validator
+from pydantic_core import PydanticCustomError
+
+
+def field(
+    description: str,
+    default: Any = ...,
+    *,
+    ge: float | None = None,
+    le: float | None = None,
+    max_length: int | None = None,
+    max_items: int | None = None,
+    nonzero: bool = False,
+    **extra: Any,
+) -> Any:
+    """A field with its description and its bounds in the JSON schema; the service enforces them.
+
+    `nonzero` marks a count the gateway itself refuses below 1: proto3 sends 0 as "unset", which the
+    service reads as its default, so a 0 would be answered as if it had not been given."""
+    if nonzero:
+        extra["ge"] = 1
+        ge = None
+    bounds = {"minimum": ge, "maximum": le, "maxLength": max_length, "maxItems": max_items}
+    stated: dict[str, Any] = {key: value for key, value in bounds.items() if value is not None}
+    return Field(default, description=description, json_schema_extra=stated or None, **extra)
+
+
+def _encodes(value: Any) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    if isinstance(value, list | tuple):
+        return all(_encodes(item) for item in value)
+    if isinstance(value, dict):
+        return all(_encodes(key) and _encodes(item) for key, item in value.items())
+    return True  # numbers, times, nested request models (which check themselves)
+
+
+class Request(BaseModel):
+    """A request to one operation, as both REST and MCP receive it."""
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _text_travels(cls, value: Any) -> Any:
+        # A JSON escape such as "\ud800" decodes to a lone surrogate, which protobuf cannot
+        # serialise and Postgres cannot store; refuse it here with a message, not a crash.
+        if not _encodes(value):
+            raise PydanticCustomError(
+                "utf8", "is not valid UTF-8 text (it holds a lone surrogate); send UTF-8"
+            )
+        return value
+
+
+def _iso_time(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            raise PydanticCustomError(
+                "iso_time", "is not an ISO 8601 time such as 2024-05-01T12:00:00Z"
+            ) from None
+    return value
+
+
+# A time as ISO 8601 text; naive times are taken as UTC (shaping.timestamp).
+IsoTime = Annotated[datetime, BeforeValidator(_iso_time)]

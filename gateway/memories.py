@@ -1,0 +1,414 @@
+"""The memory operations (seed 001's memory_* tools and their REST routes), one request model and one
+function per operation: the function picks the session's scopes, builds the proto request, calls the
+service and shapes the answer (gateway.shaping)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.auth import Session
+from gateway.backends import Backends
+from gateway.fields import IsoTime, Request, field
+from gateway.shaping import caller, hit_json, memory_json, to_proto
+from hypermnesia.scopes import PROJECT_PREFIX, readable_scopes
+from hypermnesia.v1 import curation_pb2, retrieval_pb2
+from hypermnesia.validation import (
+    IMPORTANCE_RANGE,
+    KINDS,
+    MAX_CONTENT_CHARS,
+    MAX_DESCRIPTION_CHARS,
+    MAX_FORGET_LIMIT,
+    MAX_LAYER_BUDGET,
+    MAX_LIST_LIMIT,
+    MAX_METADATA_BYTES,
+    MAX_QUERY_CHARS,
+    MAX_REF_CHARS,
+    MAX_SCOPE_CHARS,
+    MAX_STATS_DAYS,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    MAX_TYPE_CHARS,
+)
+
+__all__ = [
+    "DEFAULT_K",
+    "DecideTask",
+    "ForgetMemories",
+    "GetContext",
+    "ListMemories",
+    "MemoryRef",
+    "MemoryStats",
+    "SaveMemory",
+    "SearchMemories",
+    "SupersedeMemory",
+    "UpdateMemory",
+    "assemble_context",
+    "decide_task",
+    "delete",
+    "forget",
+    "get",
+    "lineage",
+    "list_memories",
+    "restore",
+    "save",
+    "search",
+    "stats",
+    "supersede",
+    "update",
+]
+
+DEFAULT_K = 10
+_LOW, _HIGH = IMPORTANCE_RANGE
+_KINDS = " | ".join(KINDS)
+
+# The field texts several requests share.
+_SCOPE_TO_WRITE = (
+    f"Where the memory lives, e.g. 'project:my-repo', 'user:alice' or 'shared' (at most {MAX_SCOPE_CHARS} "
+    "characters); defaults to this session's project."
+)
+_SCOPE_TO_READ = (
+    "Read only this scope (e.g. 'shared'); by default this session's project plus the scopes the token "
+    "is granted."
+)
+_TAGS_TO_WRITE = f"Labels for filtering, each 1-{MAX_TAG_CHARS} printable characters."
+_TAGS_TO_MATCH = "Only memories carrying every one of these tags."
+_METADATA = f"Any JSON object kept with the memory (at most {MAX_METADATA_BYTES:,} bytes as JSON)."
+_IMPORTANCE = f"{_LOW:g} (trivial) to {_HIGH:g} (critical): ranks higher and is forgotten later."
+_TYPE = "A free label such as 'fact', 'preference' or 'decision'."
+_MEMORY_ID = "The memory's id (a UUID)."
+
+
+def _scopes(session: Session, scope: str | None) -> list[str]:
+    """The named scope, or everything this session may read: its project plus the token's grants."""
+    if scope is not None:
+        return [scope]
+    return readable_scopes(session.principal, session.project_scope)
+
+
+class SaveMemory(Request):
+    content: str = field("The fact itself.", max_length=MAX_CONTENT_CHARS)
+    description: str = field(
+        "A one-line summary, used for ranking, de-duplication and listing.",
+        "",
+        max_length=MAX_DESCRIPTION_CHARS,
+    )
+    scope: str | None = field(_SCOPE_TO_WRITE, None, max_length=MAX_SCOPE_CHARS)
+    type: str | None = field(_TYPE, None, max_length=MAX_TYPE_CHARS)
+    tags: list[str] | None = field(_TAGS_TO_WRITE, None, max_items=MAX_TAGS)
+    metadata: dict[str, Any] | None = field(_METADATA, None)
+    importance: float | None = field(_IMPORTANCE, None, ge=_LOW, le=_HIGH)
+    kind: str | None = field(f"The memory's kind: {_KINDS}; default semantic.", None)
+
+
+def _save_request(session: Session, request: SaveMemory, supersedes: str = "") -> curation_pb2.SaveRequest:
+    scope = session.project_scope if request.scope is None else request.scope
+    return to_proto(
+        curation_pb2.SaveRequest(), request, caller=caller(session), scope=scope, supersedes=supersedes
+    )
+
+
+async def save(backends: Backends, session: Session, request: SaveMemory) -> dict[str, Any]:
+    """Store a memory. Updates a near-duplicate instead of inserting (created: false, with the
+    previous version as `replaced`). content is the fact; description a one-line summary used for
+    ranking and listing; scope defaults to this session's project."""
+    response = await backends.call(backends.curation.Save, _save_request(session, request))
+    out: dict[str, Any] = {"created": response.created, "memory": memory_json(response.memory)}
+    if response.HasField("replaced"):
+        out["replaced"] = memory_json(response.replaced)
+    return out
+
+
+class SearchMemories(Request):
+    query: str = field("What you are looking for, in words.", max_length=MAX_QUERY_CHARS)
+    scope: str | None = field(_SCOPE_TO_READ, None, max_length=MAX_SCOPE_CHARS)
+    tags: list[str] | None = field(_TAGS_TO_MATCH, None, max_items=MAX_TAGS)
+    k: int = field(
+        "How many results at most (the service's HM_SEARCH_MAX_K caps it, 100 by default).", DEFAULT_K, ge=1
+    )
+    min_similarity: float | None = field(
+        "Drop results below this cosine similarity unless they contain every query word; 0 disables. "
+        "Default: the server's HM_SEARCH_MIN_SIMILARITY.",
+        None,
+        ge=0,
+        le=1,
+    )
+    relative_cutoff: float | None = field(
+        "Drop results this far below the best hit's similarity unless they contain every query word; "
+        "0 disables. Default: the server's HM_SEARCH_RELATIVE_CUTOFF.",
+        None,
+        ge=0,
+        le=1,
+    )
+    topic: str | None = field(
+        "The active topic: memories filed under it (a record's topic_id) rank higher.",
+        None,
+        max_length=MAX_REF_CHARS,
+    )
+    topic_only: bool = field("Return only memories filed under `topic`.", False)
+    fusion: str | None = field("How the semantic and keyword legs combine: rrf | boost | weighted.", None)
+    kinds: list[str] | None = field(f"Only memories of these kinds ({_KINDS}).", None)
+    types: list[str] | None = field("Only memories of these types.", None)
+    repo: str | None = field("Only memories of this repository.", None)
+    since: IsoTime | None = field("Only memories created at or after this time (ISO 8601).", None)
+    until: IsoTime | None = field("Only memories created before this time (ISO 8601).", None)
+    as_of: IsoTime | None = field("What was true at this instant: the versions valid then (ISO 8601).", None)
+    mode: str | None = field(
+        "answer (relevance first, the default) or manager (recency, open tasks first).", None
+    )
+    include_archived: bool = field("Include forgotten (archived) memories.", False)
+    rerank: bool = field("Re-score the top results with the cross-encoder, when one is configured.", False)
+
+
+async def search(backends: Backends, session: Session, request: SearchMemories) -> dict[str, Any]:
+    """Recall memories by meaning (hybrid semantic + keyword). Each result carries `similarity`
+    (cosine 0-1), the blended `score` and the signals in it (`entity_overlap`, `active_task`,
+    `topic_match`), and `degraded` when part of the search was unavailable. Searches this project
+    plus shared scopes by default. `topic` prefers memories filed under that topic; with
+    `topic_only` it returns only those."""
+    message = to_proto(
+        retrieval_pb2.SearchRequest(), request, caller=caller(session), scopes=_scopes(session, request.scope)
+    )
+    response = await backends.call(backends.retrieval.Search, message)
+    degraded = list(response.degraded)
+    return {"results": [hit_json(h, degraded) for h in response.hits], "degraded": degraded}
+
+
+class MemoryRef(Request):
+    memory_id: str = field(_MEMORY_ID)
+
+
+async def get(backends: Backends, session: Session, request: MemoryRef) -> dict[str, Any]:
+    """Fetch one memory by id."""
+    message = retrieval_pb2.GetRequest(caller=caller(session), id=request.memory_id)
+    return memory_json(await backends.call(backends.retrieval.Get, message))
+
+
+async def lineage(backends: Backends, session: Session, request: MemoryRef) -> dict[str, Any]:
+    """The supersede chain through a memory, oldest first: how a belief changed over time."""
+    message = retrieval_pb2.GetRequest(caller=caller(session), id=request.memory_id)
+    response = await backends.call(backends.retrieval.Lineage, message)
+    return {"lineage": [memory_json(m) for m in response.memories]}
+
+
+async def delete(backends: Backends, session: Session, request: MemoryRef) -> dict[str, Any]:
+    """Delete a memory by id (hard: it leaves every read; only the audit log keeps a tombstone)."""
+    message = curation_pb2.MemoryRequest(caller=caller(session), id=request.memory_id)
+    return {"deleted": True, "memory": memory_json(await backends.call(backends.curation.Delete, message))}
+
+
+async def restore(backends: Backends, session: Session, request: MemoryRef) -> dict[str, Any]:
+    """Un-archive a forgotten memory (the inverse of memory_forget); refreshes its access time."""
+    message = curation_pb2.MemoryRequest(caller=caller(session), id=request.memory_id)
+    return {"restored": True, "memory": memory_json(await backends.call(backends.curation.Restore, message))}
+
+
+class ListMemories(Request):
+    scope: str | None = field(_SCOPE_TO_READ, None, max_length=MAX_SCOPE_CHARS)
+    tags: list[str] | None = field(_TAGS_TO_MATCH, None, max_items=MAX_TAGS)
+    limit: int = field("How many memories at most in this page.", 50, nonzero=True, le=MAX_LIST_LIMIT)
+    include_archived: bool = field("Include forgotten (archived) memories, to review them.", False)
+    full: bool = field("Include each memory's content (the body), not only its description.", False)
+    offset: int = field("Skip this many memories (the next page).", 0, ge=0)
+    as_of: IsoTime | None = field("List what was true at this instant (ISO 8601).", None)
+    kind: list[str] | None = field(f"Only memories of these kinds ({_KINDS}).", None)
+    type: list[str] | None = field("Only memories of these types.", None)
+
+
+async def list_memories(backends: Backends, session: Session, request: ListMemories) -> dict[str, Any]:
+    """A cheap index of memories (newest first): descriptions and metadata without bodies; pass
+    full=true for bodies, include_archived=true to review forgotten ones, as_of for what was
+    true at an instant. Scan the descriptions, then memory_get the one you need."""
+    message = to_proto(
+        retrieval_pb2.ListRequest(),
+        request,
+        caller=caller(session),
+        scopes=_scopes(session, request.scope),
+        kinds=request.kind,
+        types=request.type,
+    )
+    response = await backends.call(backends.retrieval.List, message)
+    memories = []
+    for m in response.memories:
+        item = memory_json(m)
+        if not request.full:
+            item.pop("content")
+        memories.append(item)
+    return {
+        "memories": memories,
+        "total": response.total,
+        "truncated": request.offset + len(memories) < response.total,
+    }
+
+
+class MemoryStats(Request):
+    scope: str | None = field(_SCOPE_TO_READ, None, max_length=MAX_SCOPE_CHARS)
+    days: int = field(
+        "The window of search history to report on, in days.", 7, nonzero=True, le=MAX_STATS_DAYS
+    )
+
+
+async def stats(backends: Backends, session: Session, request: MemoryStats) -> dict[str, Any]:
+    """Recall health: memories per scope, search volume, empty-result rate, average hits and top
+    score, latency percentiles and the recent queries that found nothing."""
+    message = to_proto(
+        retrieval_pb2.StatsRequest(), request, caller=caller(session), scopes=_scopes(session, request.scope)
+    )
+    response = await backends.call(backends.retrieval.Stats, message)
+    return {
+        "scopes": [
+            {"scope": s.scope, "live": s.live, "archived": s.archived, "superseded": s.superseded}
+            for s in response.scopes
+        ],
+        "days": response.days,
+        "searches": response.searches,
+        "empty_rate": round(response.empty_rate, 4),
+        "avg_hits": round(response.avg_hits, 3),
+        "avg_top_score": round(response.avg_top_score, 4),
+        "latency_ms": {
+            "p50": round(response.p50_ms, 2),
+            "p95": round(response.p95_ms, 2),
+            "p99": round(response.p99_ms, 2),
+        },
+        "degraded_rate": round(response.degraded_rate, 4),
+        "recent_misses": list(response.recent_misses),
+    }
+
+
+class GetContext(Request):
+    query: str = field(
+        "What you are about to do or were asked; empty at session start.", "", max_length=MAX_QUERY_CHARS
+    )
+    path: str = field("A file you are about to edit, relative to the repository root: adds its rules.", "")
+    repo: str | None = field(
+        "The repository whose map and rules apply; defaults to this session's project.", None
+    )
+    mode: str = field("answer, manager or auto (manager without a query, else answer).", "auto")
+    thread_id: str = field(
+        "The conversation whose recent turns fill the last layer.", "", max_length=MAX_REF_CHARS
+    )
+    scope: str | None = field(_SCOPE_TO_READ, None, max_length=MAX_SCOPE_CHARS)
+    budgets: dict[str, int] | None = field(
+        "Token budgets per layer (procedural, project, path_rules, memories, documents, recent), each "
+        f"0-{MAX_LAYER_BUDGET:,}.",
+        None,
+    )
+
+
+async def assemble_context(backends: Backends, session: Session, request: GetContext) -> dict[str, Any]:
+    """The context block to read at session start or before a task: procedures, pinned project
+    facts and map, the rules for `path` (a file you are about to edit), relevant memories and
+    documents, and recent work — each layer within a token budget, citing memory ids."""
+    repo = request.repo
+    if repo is None and request.path:
+        # The session's project is the natural repo of a path being edited.
+        repo = session.project_scope.removeprefix(PROJECT_PREFIX)
+    message = to_proto(
+        retrieval_pb2.ContextRequest(),
+        request,
+        caller=caller(session),
+        scopes=_scopes(session, request.scope),
+        repo=repo,
+    )
+    response = await backends.call(backends.retrieval.AssembleContext, message)
+    return {
+        "layers": {
+            layer.name: {
+                "text": layer.text,
+                "tokens": layer.tokens,
+                "budget": layer.budget,
+                "cited_ids": list(layer.cited_ids),
+                "dropped": layer.dropped,
+            }
+            for layer in response.layers
+        },
+        "context": "\n\n".join(layer.text for layer in response.layers if layer.text),
+        "total_tokens": response.total_tokens,
+        "mode": response.mode,
+        "mode_reason": response.mode_reason,
+        "degraded": list(response.degraded),
+    }
+
+
+class UpdateMemory(Request):
+    memory_id: str = field(_MEMORY_ID)
+    content: str | None = field("The new text of the fact.", None, max_length=MAX_CONTENT_CHARS)
+    description: str | None = field("The new one-line summary.", None, max_length=MAX_DESCRIPTION_CHARS)
+    type: str | None = field(_TYPE, None, max_length=MAX_TYPE_CHARS)
+    tags: list[str] | None = field(
+        _TAGS_TO_WRITE + " Replaces the tags; [] clears them.", None, max_items=MAX_TAGS
+    )
+    metadata: dict[str, Any] | None = field(_METADATA + " Replaces the metadata.", None)
+    importance: float | None = field(_IMPORTANCE, None, ge=_LOW, le=_HIGH)
+    decay_class: str | None = field("How fast it fades: none | slow | medium | fast.", None)
+
+
+async def update(backends: Backends, session: Session, request: UpdateMemory) -> dict[str, Any]:
+    """Edit a known memory in place: only the given fields change, the id stays."""
+    message = to_proto(
+        curation_pb2.UpdateRequest(),
+        request,
+        caller=caller(session),
+        id=request.memory_id,
+        # Sent apart from the lists themselves, so that an empty list can clear them.
+        set_tags=request.tags is not None,
+        set_metadata=request.metadata is not None,
+    )
+    return memory_json(await backends.call(backends.curation.Update, message, 60))
+
+
+class ForgetMemories(Request):
+    scope: str | None = field(
+        "Forget in this scope only; defaults to this session's project.", None, max_length=MAX_SCOPE_CHARS
+    )
+    tags: list[str] | None = field(_TAGS_TO_MATCH, None, max_items=MAX_TAGS)
+    older_than_days: float | None = field(
+        "Not recalled for this many days; default: the server's HM_FORGET_AFTER_DAYS.", None, ge=0
+    )
+    importance_floor: float | None = field(
+        "At most this importance; default: the server's HM_FORGET_IMPORTANCE_FLOOR.", None, ge=_LOW, le=_HIGH
+    )
+    apply: bool = field("Archive them; without it this is a dry run that only reports.", False)
+    limit: int = field(
+        "List at most this many of them (stalest first).", 100, nonzero=True, le=MAX_FORGET_LIMIT
+    )
+
+
+async def forget(backends: Backends, session: Session, request: ForgetMemories) -> dict[str, Any]:
+    """Archive stale, low-importance memories (soft). Dry run unless apply is true. `matched` is
+    the true total; `memories` lists at most `limit`, stalest first, with `truncated`."""
+    message = to_proto(
+        curation_pb2.ForgetRequest(),
+        request,
+        caller=caller(session),
+        scopes=[request.scope or session.project_scope],
+    )
+    out = await backends.call(backends.curation.Forget, message)
+    return {
+        "matched": out.matched,
+        "archived": out.archived,
+        "applied": out.applied,
+        "truncated": out.truncated,
+        "memories": [memory_json(m) for m in out.memories],
+    }
+
+
+class SupersedeMemory(SaveMemory):
+    memory_id: str = field("The id of the memory this one replaces (a UUID).")
+
+
+async def supersede(backends: Backends, session: Session, request: SupersedeMemory) -> dict[str, Any]:
+    """Replace a memory with a corrected one: a new id; the old one is closed but kept for
+    history and as-of questions."""
+    response = await backends.call(backends.curation.Save, _save_request(session, request, request.memory_id))
+    return {"created": response.created, "memory": memory_json(response.memory)}
+
+
+class DecideTask(Request):
+    task_id: str = field("The candidate task's id (a memory id).")
+    decision: str = field("confirm (track it, no expiry) or dismiss (archive it).")
+
+
+async def decide_task(backends: Backends, session: Session, request: DecideTask) -> dict[str, Any]:
+    """Confirm (track it, no expiry) or dismiss (archive) an extracted candidate task."""
+    message = to_proto(curation_pb2.TaskDecision(), request, caller=caller(session), id=request.task_id)
+    return memory_json(await backends.call(backends.curation.ConfirmTask, message))

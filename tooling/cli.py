@@ -1,0 +1,117 @@
+"""The `hypermnesia` command: run services (`serve`, `up`, `mcp`) and, through the area modules in
+tooling/commands/, administer the store, evaluate and benchmark. `python -m hypermnesia` runs it."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from hypermnesia.settings import (
+    CurationSettings,
+    EmbedderSettings,
+    GatewaySettings,
+    RetrievalSettings,
+)
+from tooling.console import configure_logging, fail, load_settings, run_async
+
+SERVICES = ("embedder", "retrieval", "curation", "gateway")
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    if args.service == "embedder":
+        from services.embedder.server import serve as embedder_serve
+
+        embedder = load_settings(EmbedderSettings)
+        configure_logging(embedder.log_level)
+        run_async(lambda: embedder_serve(embedder))
+    elif args.service == "retrieval":
+        from services.retrieval.server import serve as retrieval_serve
+
+        retrieval = load_settings(RetrievalSettings)
+        configure_logging(retrieval.log_level)
+        run_async(lambda: retrieval_serve(retrieval))
+    elif args.service == "curation":
+        from services.curation.server import serve as curation_serve
+
+        curation = load_settings(CurationSettings)
+        configure_logging(curation.log_level)
+        run_async(lambda: curation_serve(curation))
+    else:
+        from gateway.app import serve as gateway_serve
+
+        gateway = load_settings(GatewaySettings)
+        configure_logging(gateway.log_level)
+        run_async(lambda: gateway_serve(gateway))
+
+
+def cmd_mcp(args: argparse.Namespace) -> None:
+    from gateway.stdio import serve_stdio
+
+    settings = load_settings(GatewaySettings)
+    configure_logging(settings.log_level)  # to stderr: stdout carries the protocol
+    run_async(lambda: serve_stdio(settings, token=settings.token, project=args.project))
+
+
+def cmd_up(args: argparse.Namespace) -> None:
+    from hypermnesia.errors import StartupError
+    from tooling.up import StackSettings, run_stack
+
+    # Every service's settings are checked here, before the database or any child starts.
+    settings = StackSettings(
+        embedder=load_settings(EmbedderSettings),
+        retrieval=load_settings(RetrievalSettings),
+        curation=load_settings(CurationSettings),
+        gateway=load_settings(GatewaySettings),
+    )
+    configure_logging(settings.gateway.log_level)
+    try:
+        raise SystemExit(run_stack(settings))
+    except StartupError as exc:
+        fail(str(exc))
+
+
+# Each area adds its own subcommands (admin, eval, bench, ...) through `register(subparsers)`.
+COMMAND_MODULES = (
+    "tooling.commands.embedder",
+    "tooling.commands.retrieval",
+    "tooling.commands.structure",
+    "tooling.commands.admin",
+    "tooling.commands.tokens",
+    "tooling.hooks",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hypermnesia", description="Memory service for AI agents.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run one service in the foreground")
+    serve.add_argument("service", choices=SERVICES)
+    serve.set_defaults(func=cmd_serve)
+    up = sub.add_parser("up", help="run the whole stack on this machine (embedded Postgres if needed)")
+    up.set_defaults(func=cmd_up)
+    mcp = sub.add_parser(
+        "mcp",
+        help="MCP over stdio for clients that spawn their servers (token in HM_TOKEN); needs the "
+        "retrieval and curation services running (hypermnesia up)",
+    )
+    mcp.add_argument("--project", default="", help="project slug: memories go to project:<slug>")
+    mcp.set_defaults(func=cmd_mcp)
+    bench = sub.add_parser("bench", help="benchmarks that print a table")
+    bench_sub = bench.add_subparsers(dest="bench", required=True)
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).register(sub, bench_sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    words = sys.argv[1:] if argv is None else argv
+    if words[:1] == ["hook"]:
+        # A hook runs on every prompt and edit within a 1.5 s budget: skip building the whole
+        # command line (its imports cost most of a second) and go straight to the hook.
+        from tooling.hooks import main as hook_main
+
+        hook_main(words[1:])
+        return
+    args = build_parser().parse_args(argv)
+    args.func(args)

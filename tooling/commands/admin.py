@@ -1,0 +1,286 @@
+"""The admin subcommands (registered by tooling.cli): verify, purge, export, import, reindex and
+rebuild of the store, and document ingestion. They work on the database directly (curation's
+maintenance functions in services/curation/admin.py) with the model run in this process."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from hypermnesia.errors import StartupError
+from hypermnesia.settings import CurationSettings, EmbedderSettings
+from tooling.console import configure_logging, fail, load_settings, run_async
+
+
+def _settings() -> tuple[CurationSettings, EmbedderSettings]:
+    curation = load_settings(CurationSettings)
+    configure_logging("WARNING" if curation.log_level == "INFO" else curation.log_level)
+    return curation, load_settings(EmbedderSettings)
+
+
+def _bar(total: int | None, unit: str, desc: str) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit=unit, desc=desc, file=sys.stderr, dynamic_ncols=True, leave=False)
+
+
+def cmd_verify(args: argparse.Namespace) -> None:
+    from services.curation import admin, maintenance_repo
+
+    curation, _ = _settings()
+
+    async def go() -> Any:
+        async with admin.open_pool(curation) as pool:
+            total = await maintenance_repo.count_records(pool)
+            with _bar(total, "rec", "verify") as bar:
+                return await admin.verify(pool, bar)
+
+    result = run_async(go)
+    if result.first_broken_seq is None:
+        print(f"verify: ok, {result.checked} records, the chain holds")
+        return
+    fail(
+        f"verify: BROKEN at seq {result.first_broken_seq}: {result.reason} "
+        f"({result.checked} records before it verified)",
+        3,
+    )
+
+
+def cmd_purge(args: argparse.Namespace) -> None:
+    from services.curation import admin
+
+    curation, _ = _settings()
+
+    async def go() -> int:
+        async with admin.open_pool(curation) as pool:
+            return await admin.purge(pool, args.id, admin.admin_principal())
+
+    removed = run_async(go)
+    print(f"purge: removed {args.id} and the text of {removed} records; a purge record audits it")
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    from services.curation import admin, maintenance_repo
+
+    curation, _ = _settings()
+
+    async def go() -> int:
+        async with admin.open_pool(curation) as pool:
+            total = await maintenance_repo.count_memories(pool, args.scope)
+            out = sys.stdout if args.out == "-" else open(args.out, "w", encoding="utf-8")  # noqa: SIM115
+            try:
+                with _bar(total, "mem", "export") as bar:
+                    return await admin.export(pool, out, args.scope, bar)
+            finally:
+                if out is not sys.stdout:
+                    out.close()
+
+    count = run_async(go)
+    print(f"export: {count} memories written to {'stdout' if args.out == '-' else args.out}", file=sys.stderr)
+
+
+def cmd_import(args: argparse.Namespace) -> None:
+    from itertools import chain
+
+    from services.curation import admin
+    from tooling import moving_in
+    from tooling.encoder import LocalEncoder
+
+    curation, embedder = _settings()
+    path = None if args.file == "-" else Path(args.file)
+    if path is not None and not path.exists():
+        fail(
+            f"{args.file} does not exist; give a JSONL dump, a Markdown file or a folder of notes (or - for stdin)"
+        )
+    markdown = path is not None and (path.is_dir() or path.suffix.lower() in moving_in.MARKDOWN_SUFFIXES)
+    if markdown and path is not None and not moving_in.markdown_files(path):
+        fail(f"{args.file} holds no Markdown files (.md, .markdown)")
+    principal = admin.admin_principal()
+
+    async def go() -> Any:
+        encoder = None if args.dry_run else LocalEncoder(embedder)
+        try:
+            async with admin.open_pool(curation) as pool:
+                if encoder is not None:
+                    await admin.require_pin(pool, encoder)
+                handle = None
+                if markdown:
+                    assert path is not None
+                    lines: Any = moving_in.markdown_dump_lines(path, args.scope, principal)
+                else:
+                    handle = sys.stdin if path is None else open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
+                    # A seed-001 server's export has no memory kinds; its lines are completed here.
+                    lines = moving_in.normalised_dump_lines(handle, principal)
+                    if args.scope:
+                        lines = (_rescoped(line, args.scope) for line in lines)
+                try:
+                    with _bar(None, "mem", "import (dry run)" if args.dry_run else "import") as bar:
+                        return await admin.import_dump(
+                            pool,
+                            encoder,
+                            chain(lines),
+                            principal,
+                            bar,
+                            dry_run=args.dry_run,
+                        )
+                finally:
+                    if handle is not None and handle is not sys.stdin:
+                        handle.close()
+        finally:
+            if encoder is not None:
+                await encoder.close()
+
+    report = run_async(go)
+    for problem in report.bad_lines:
+        print(f"import: skipped {problem}", file=sys.stderr)
+    verb = "import --dry-run (nothing written)" if args.dry_run else "import"
+    print(f"{verb}: {report.summary()}")
+    if report.bad_lines:
+        raise SystemExit(4)
+
+
+def _rescoped(line: str, scope: str) -> str:
+    import json
+
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError:
+        return line
+    if isinstance(data, dict):
+        data["scope"] = scope
+        return json.dumps(data, ensure_ascii=False)
+    return line
+
+
+def cmd_reindex(args: argparse.Namespace) -> None:
+    from services.curation import admin, maintenance_repo
+    from tooling.encoder import LocalEncoder
+
+    curation, embedder = _settings()
+
+    async def go() -> tuple[int, str, int]:
+        encoder = LocalEncoder(embedder)
+        try:
+            async with admin.open_pool(curation) as pool:
+                total = await maintenance_repo.count_memories(pool)
+                with _bar(total, "mem", "reindex") as bar:
+                    count = await admin.reindex(pool, encoder, bar)
+                return count, encoder.model_id, encoder.dimension
+        finally:
+            await encoder.close()
+
+    count, model_id, dimension = run_async(go)
+    print(
+        f"reindex: {count} memories re-embedded with {model_id} ({dimension} dims); pin updated. "
+        "Restart the services with the same HM_EMBEDDING_* settings"
+    )
+
+
+def cmd_rebuild(args: argparse.Namespace) -> None:
+    from services.curation import admin, maintenance_repo
+    from services.curation.rebuild import Rebuilder
+    from tooling.encoder import LocalEncoder
+
+    curation, embedder = _settings()
+
+    async def go() -> Any:
+        encoder = LocalEncoder(embedder) if not args.check else None
+        try:
+            async with admin.open_pool(curation) as pool:
+                if encoder is not None:
+                    await admin.require_pin(pool, encoder)
+                total = await maintenance_repo.count_records(pool)
+                rebuilder = Rebuilder(pool, encoder.embed if encoder else _no_embed)
+                with _bar(total, "rec", "replay") as bar:
+                    return await rebuilder.rebuild(args.scope or None, check=args.check, progress=bar.update)
+        finally:
+            if encoder is not None:
+                await encoder.close()
+
+    report = run_async(go)
+    for line in report.differences:
+        print(line)
+    print(f"rebuild{' --check' if args.check else ''}: {report.summary()}")
+    if args.check and report.differences:
+        raise SystemExit(5)
+
+
+async def _no_embed(texts: list[str]) -> Any:
+    raise StartupError("rebuild --check does not embed")
+
+
+def cmd_ingest(args: argparse.Namespace) -> None:
+    from services.curation import admin
+    from services.curation.ingest import Ingester, walk_markdown
+    from tooling.encoder import LocalEncoder
+
+    curation, embedder = _settings()
+    root = Path(args.path)
+    if not root.is_dir():
+        fail(f"{root} is not a folder; give the root of the tree to ingest")
+
+    async def go() -> Any:
+        encoder = LocalEncoder(embedder)
+        try:
+            async with admin.open_pool(curation) as pool:
+                await admin.require_pin(pool, encoder)
+                files, skipped = walk_markdown(root)
+                ingester = Ingester(pool, encoder.embed, encoder.count_tokens)
+                with _bar(len(files), "file", "ingest") as bar:
+                    report = await ingester.ingest_files(
+                        admin.admin_principal(),
+                        args.scope or f"project:{args.repo}",
+                        args.repo,
+                        files,
+                        progress=bar.update,
+                    )
+                report.skipped = skipped + report.skipped
+                return report
+        finally:
+            await encoder.close()
+
+    report = run_async(go)
+    for line in report.skipped:
+        print(f"ingest: skipped {line}", file=sys.stderr)
+    print(f"ingest: {report.summary()}")
+
+
+def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
+    """Add this area's subcommands to `sub` and its benchmarks to `bench` (`hypermnesia bench NAME`)."""
+    p = sub.add_parser("verify", help="walk the raw log's sha256 chain; name the first broken seq")
+    p.set_defaults(func=cmd_verify)
+    p = sub.add_parser("purge", help="GDPR erasure of a memory's text (audited; the chain still verifies)")
+    p.add_argument("id", help="the memory id")
+    p.set_defaults(func=cmd_purge)
+    p = sub.add_parser("export", help="write every memory (archived too, no vectors) as JSONL")
+    p.add_argument("--out", default="-", help="file to write, or - for stdout (default)")
+    p.add_argument("--scope", action="append", help="only this scope (repeatable)")
+    p.set_defaults(func=cmd_export)
+    p = sub.add_parser(
+        "import",
+        help="restore a JSONL dump (this store's or a seed-001 server's export), or import Markdown memory "
+        "files (CLAUDE.md, MEMORY.md, a folder of notes): re-embed, keep ids and times, skip existing ids",
+    )
+    p.add_argument("file", help="the dump, a Markdown file, a folder of Markdown notes, or - for stdin")
+    p.add_argument(
+        "--scope",
+        help="put every memory in this scope (default: the dump's own scopes; for Markdown, the project of "
+        "the file's folder, as an MCP session or hook started there would use)",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="check and count what would be imported; write nothing"
+    )
+    p.set_defaults(func=cmd_import)
+    p = sub.add_parser("reindex", help="re-embed everything with the configured model and move the pin")
+    p.set_defaults(func=cmd_reindex)
+    p = sub.add_parser("rebuild", help="re-derive the memories from the raw log")
+    p.add_argument("--scope", action="append", help="only this scope (repeatable)")
+    p.add_argument("--check", action="store_true", help="replay without swapping; print every difference")
+    p.set_defaults(func=cmd_rebuild)
+    p = sub.add_parser("ingest", help="ingest a tree of markdown files as document memories")
+    p.add_argument("path", help="the root folder (its .gitignore is honoured)")
+    p.add_argument("--repo", required=True, help="the repository name the documents belong to")
+    p.add_argument("--scope", help="the scope to write to (default project:<repo>)")
+    p.set_defaults(func=cmd_ingest)

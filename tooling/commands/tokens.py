@@ -1,0 +1,113 @@
+"""`hypermnesia token create | list | revoke`: bearer tokens kept in the store (only their sha256),
+beside those of HM_AUTH_TOKENS. Like the other admin commands they open the store directly, so
+they work with the stack stopped; the gateway sees a new or revoked token within its cache time
+(gateway/auth.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from hypermnesia.settings import CurationSettings
+from tooling.console import configure_logging, load_settings, run_async
+
+
+def _settings() -> CurationSettings:
+    settings = load_settings(CurationSettings)
+    configure_logging("WARNING" if settings.log_level == "INFO" else settings.log_level)
+    return settings
+
+
+def _row_json(row: Any) -> dict[str, Any]:
+    def iso(value: Any) -> str | None:
+        return value.isoformat() if value is not None else None
+
+    return {
+        "id": str(row["id"]),
+        "principal": row["principal"],
+        "scopes": list(row["scopes"]),
+        "description": row["description"],
+        "created_at": iso(row["created_at"]),
+        "revoked_at": iso(row["revoked_at"]),
+        "last_used_at": iso(row["last_used_at"]),
+    }
+
+
+def cmd_create(args: argparse.Namespace) -> None:
+    from services.curation import admin, tokens
+
+    settings = _settings()
+
+    async def go() -> tuple[str, Any]:
+        async with admin.open_pool(settings) as pool:
+            return await tokens.create(pool, args.principal, args.scope, args.description)
+
+    token, row = run_async(go)
+    if args.json:
+        print(json.dumps({"token": token, **_row_json(row)}))
+        return
+    print(f"token for {row['principal']} ({', '.join(row['scopes'])}), id {row['id']}:")
+    print(token)
+    print("It is shown once: only its sha256 is stored. Send it as 'Authorization: Bearer <token>'.")
+
+
+def cmd_list(args: argparse.Namespace) -> None:
+    from services.curation import admin, tokens_repo
+
+    settings = _settings()
+
+    async def go() -> list[Any]:
+        async with admin.open_pool(settings) as pool:
+            return await tokens_repo.listing(pool, include_revoked=args.all)
+
+    rows = [_row_json(r) for r in run_async(go)]
+    if args.json:
+        print(json.dumps(rows))
+        return
+    if not rows:
+        print("no tokens in the store (tokens from HM_AUTH_TOKENS are not listed)")
+        return
+    for r in rows:
+        state = (
+            f"revoked {r['revoked_at']}" if r["revoked_at"] else f"last used {r['last_used_at'] or 'never'}"
+        )
+        note = f"  {r['description']}" if r["description"] else ""
+        print(f"{r['id']}  {r['principal']:<16} {','.join(r['scopes']):<40} {state}{note}")
+
+
+def cmd_revoke(args: argparse.Namespace) -> None:
+    from services.curation import admin, tokens
+
+    settings = _settings()
+
+    async def go() -> Any:
+        async with admin.open_pool(settings) as pool:
+            return await tokens.revoke(pool, args.id)
+
+    row = run_async(go)
+    print(f"revoked token {row['id']} of {row['principal']} (at {row['revoked_at'].isoformat()})")
+
+
+def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
+    """Add `hypermnesia token ...` to `sub`."""
+    group = sub.add_parser("token", help="bearer tokens kept in the store (create, list, revoke)")
+    actions = group.add_subparsers(dest="token_command", required=True)
+    p = actions.add_parser("create", help="make a token; it is printed once")
+    p.add_argument("--principal", required=True, help="who the token acts as, e.g. alice")
+    p.add_argument(
+        "--scope",
+        action="append",
+        required=True,
+        help="a scope it may use, or a prefix ending in * (repeatable): --scope user:alice --scope 'project:*'",
+    )
+    p.add_argument("--description", default="", help="a note on what the token is for")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=cmd_create)
+    p = actions.add_parser("list", help="the tokens in the store (never their text)")
+    p.add_argument("--all", action="store_true", help="revoked ones too")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=cmd_list)
+    p = actions.add_parser("revoke", help="revoke a token by id (see `token list`)")
+    p.add_argument("id", help="the token's id")
+    p.set_defaults(func=cmd_revoke)

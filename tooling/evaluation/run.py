@@ -1,0 +1,221 @@
+"""Runs an evaluation through the real service path: a fresh database, the real embedder,
+curation (`ImportRecords`) and retrieval (`Search`) on loopback gRPC, then ranking metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf import timestamp_pb2
+from tqdm import tqdm
+
+from hypermnesia.embedded_pg import resolve_database_url
+from hypermnesia.v1 import common_pb2, curation_pb2, curation_pb2_grpc, retrieval_pb2, retrieval_pb2_grpc
+from tooling.evaluation import datasets
+from tooling.evaluation.metrics import ndcg_at, recall_at, reciprocal_rank
+from tooling.local_stack import create_database, drop_database, embedder_process, local_stack
+
+LOADERS: dict[str, Callable[[Path], list[datasets.Corpus]]] = {
+    "locomo": datasets.load_locomo,
+    "scifact": datasets.load_scifact,
+}
+RECORD_TYPE = {"locomo": "conversation", "scifact": "document"}
+IMPORT_BATCH = 500
+CALLER = common_pb2.Caller(principal="eval", grants=["eval:*"])
+
+
+@dataclass
+class FusionResult:
+    fusion: str
+    metrics: dict[str, float]
+    by_category: dict[int, float] = field(default_factory=dict)
+    questions: int = 0
+    search_seconds: float = 0.0
+    # Questions answered lexical-only because the query embedding missed its deadline.
+    degraded: int = 0
+
+    @property
+    def queries_per_second(self) -> float:
+        return self.questions / self.search_seconds if self.search_seconds else 0.0
+
+
+def _ts(value: Any) -> timestamp_pb2.Timestamp | None:
+    if value is None:
+        return None
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(value)
+    return stamp
+
+
+async def _import(
+    stub: curation_pb2_grpc.CurationStub, corpus: datasets.Corpus, scope: str, kind: str, progress: tqdm
+) -> dict[str, str]:
+    """Import the corpus; returns memory id -> doc ref."""
+    by_id: dict[str, str] = {}
+    for start in range(0, len(corpus.docs), IMPORT_BATCH):
+        batch = corpus.docs[start : start + IMPORT_BATCH]
+        records = [
+            curation_pb2.RecordInput(
+                type=kind,
+                scope=scope,
+                content=d.content,
+                description=d.description,
+                source_ref=d.ref,
+                thread_id=d.thread_id,
+                created_at=_ts(d.created_at),
+            )
+            for d in batch
+        ]
+        reply = await stub.ImportRecords(
+            curation_pb2.ImportRecordsRequest(caller=CALLER, records=records), timeout=600
+        )
+        for doc, memory_id in zip(batch, reply.ids, strict=True):
+            by_id[memory_id] = doc.ref
+        progress.update(len(batch))
+    return by_id
+
+
+async def _search_all(
+    stub: retrieval_pb2_grpc.RetrievalStub,
+    corpus: datasets.Corpus,
+    scope: str,
+    fusion: str,
+    k: int,
+    concurrency: int,
+) -> list[tuple[list[str], bool]]:
+    """The ranked memory ids of every question and whether it was answered lexical-only (gates
+    off: the metrics judge the ranking)."""
+    limit = asyncio.Semaphore(concurrency)
+
+    async def one(question: datasets.Question) -> tuple[list[str], bool]:
+        async with limit:
+            reply = await stub.Search(
+                retrieval_pb2.SearchRequest(
+                    caller=CALLER,
+                    query=question.text,
+                    scopes=[scope],
+                    k=k,
+                    fusion=fusion,
+                    min_similarity=0.0,
+                    relative_cutoff=0.0,
+                ),
+                timeout=60,
+            )
+            return [hit.memory.id for hit in reply.hits], bool(reply.degraded)
+
+    return await asyncio.gather(*(one(q) for q in corpus.questions))
+
+
+def _score(
+    dataset: str,
+    corpora: list[datasets.Corpus],
+    ranked: list[list[tuple[list[str], bool]]],
+    refs: list[dict[str, str]],
+    fusion: str,
+    seconds: float,
+) -> FusionResult:
+    rows: dict[str, list[float]] = defaultdict(list)
+    per_category: dict[int, list[float]] = defaultdict(list)
+    degraded = 0
+    for corpus, runs, mapping in zip(corpora, ranked, refs, strict=True):
+        for question, (ids, was_degraded) in zip(corpus.questions, runs, strict=True):
+            degraded += int(was_degraded)
+            order = [mapping.get(i, "") for i in ids]
+            rel = question.relevant
+            for k in (1, 5, 10):
+                rows[f"R@{k}"].append(recall_at(order, rel, k))
+            rows["MRR"].append(reciprocal_rank(order, rel))
+            if dataset == "scifact":
+                rows["nDCG@10"].append(ndcg_at(order, rel, 10))
+                rows["R@100"].append(recall_at(order, rel, 100))
+            if question.category:
+                per_category[question.category].append(recall_at(order, rel, 10))
+    return FusionResult(
+        fusion=fusion,
+        metrics={name: sum(v) / len(v) for name, v in rows.items()},
+        by_category={c: sum(v) / len(v) for c, v in sorted(per_category.items())},
+        questions=len(rows["MRR"]),
+        search_seconds=seconds,
+        degraded=degraded,
+    )
+
+
+async def evaluate(
+    dataset: str,
+    fusions: list[str],
+    data_dir: Path,
+    database_url: str | None,
+    work_dir: Path | None = None,
+    concurrency: int = 8,
+    max_corpora: int | None = None,
+) -> list[FusionResult]:
+    corpora = LOADERS[dataset](data_dir)[:max_corpora]
+    k = 100 if dataset == "scifact" else 10
+    with tempfile.TemporaryDirectory(prefix="hm-eval-") as tmp:
+        work = work_dir or Path(tmp)
+        server_url, embedded = resolve_database_url(database_url, work)
+        db_url = await create_database(server_url, prefix="hm_eval")
+        try:
+            async with (
+                embedder_process(work) as embedder,
+                local_stack(
+                    db_url, embedder, work, search_log_enabled=False, search_bump_access=False
+                ) as stack,
+            ):
+                async with (
+                    grpc.aio.insecure_channel(stack.curation_address) as c_chan,
+                    grpc.aio.insecure_channel(stack.retrieval_address) as r_chan,
+                ):
+                    curation = curation_pb2_grpc.CurationStub(c_chan)
+                    retrieval = retrieval_pb2_grpc.RetrievalStub(r_chan)
+                    total = sum(len(c.docs) for c in corpora)
+                    started = time.perf_counter()
+                    with tqdm(total=total, desc=f"import {dataset}", unit="rec", file=sys.stderr) as bar:
+                        refs = [
+                            await _import(curation, c, f"eval:{c.name}", RECORD_TYPE[dataset], bar)
+                            for c in corpora
+                        ]
+                    import_s = time.perf_counter() - started
+                    print(
+                        f"imported {total:,} records in {import_s:.1f} s ({total / import_s:.0f} records/s)",
+                        file=sys.stderr,
+                    )
+                    results = []
+                    for fusion in fusions:
+                        started = time.perf_counter()
+                        ranked = [
+                            await _search_all(retrieval, c, f"eval:{c.name}", fusion, k, concurrency)
+                            for c in corpora
+                        ]
+                        seconds = time.perf_counter() - started
+                        results.append(_score(dataset, corpora, ranked, refs, fusion, seconds))
+                    return results
+        finally:
+            await drop_database(db_url)
+            if embedded is not None:  # before the temporary directory under it goes
+                embedded.close()
+
+
+def format_table(dataset: str, results: list[FusionResult]) -> str:
+    names = ["R@1", "R@5", "R@10", "MRR"] + (["nDCG@10", "R@100"] if dataset == "scifact" else [])
+    categories = sorted({c for r in results for c in r.by_category})
+    header = ["fusion", *names, *[f"R@10 cat {c}" for c in categories], "queries/s", "lexical-only"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in results:
+        cells = [
+            r.fusion,
+            *[f"{r.metrics[m]:.3f}" for m in names],
+            *[f"{r.by_category.get(c, 0.0):.3f}" for c in categories],
+            f"{r.queries_per_second:.0f}",
+            str(r.degraded),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
