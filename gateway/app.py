@@ -38,7 +38,7 @@ class RequireToken:
         if scope["type"] == "http":
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
             try:
-                self.auth.principal(headers)
+                await self.auth.principal(headers)
             except HypermnesiaError as exc:
                 response = JSONResponse(error_body(exc), status_code=http_status(exc))
                 await response(scope, receive, send)
@@ -50,9 +50,7 @@ def create_app(settings: GatewaySettings, backends: Backends | None = None) -> F
     backends = backends or Backends(
         settings.retrieval_address, settings.curation_address, settings.rpc_timeout_s
     )
-    auth = Authenticator(
-        settings.auth_tokens, require_auth=settings.require_auth, default_project=settings.default_project
-    )
+    auth = Authenticator.from_settings(settings)
     mcp = build_mcp(backends, auth, settings)
     mcp_app = mcp.streamable_http_app(streamable_http_path="/mcp", host=settings.host)
 

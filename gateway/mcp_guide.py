@@ -9,7 +9,6 @@ from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import Request, field
 from hypermnesia.errors import InvalidArgument
-from hypermnesia.scopes import readable_scopes
 from hypermnesia.settings import GatewaySettings
 
 __all__ = ["SECTIONS", "Guide", "GuideRequest"]
@@ -108,7 +107,8 @@ class Guide:
         warnings = []
         if session.project_source == "default":
             warnings.append(
-                "No X-Hypermnesia-Project header: this session uses the shared 'default' scope, so projects are "
+                "No X-Hypermnesia-Project header and no workspace root: this session uses the shared 'default' "
+                "scope, so projects are "
                 "not isolated. Add the header per project (see setup.mcp_json)."
             )
         out: dict[str, Any] = {
@@ -118,7 +118,7 @@ class Guide:
                 "principal": session.principal.id,
                 "project_scope": session.project_scope,
                 "project_source": session.project_source,
-                "readable_scopes": readable_scopes(session.principal, session.project_scope),
+                "readable_scopes": session.readable_scopes(),
             },
         }
         if section is not None:

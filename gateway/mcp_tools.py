@@ -7,7 +7,11 @@ flat, named parameter per field; the function's docstring is the tool's descript
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import logging
+import warnings
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -15,10 +19,11 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, func_metadata
+from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import BaseModel
 
 from gateway import mcp_guide, memories, structure
-from gateway.auth import Authenticator, Session
+from gateway.auth import PROJECT_HEADER, Authenticator, Session
 from gateway.backends import Backends
 from hypermnesia import __version__
 from hypermnesia.errors import HypermnesiaError
@@ -32,6 +37,10 @@ INSTRUCTIONS = (
     "decision (content = the fact, description = a one-line summary)."
 )
 
+log = logging.getLogger(__name__)
+
+ROOTS_TIMEOUT_S = 5.0
+
 Operation = Callable[[Backends, Session, Any], Awaitable[Any]]
 
 
@@ -44,12 +53,44 @@ class ToolKit:
         self.backends = backends
         self.auth = auth
         self.stdio_headers = stdio_headers or {}
+        # Per MCP session: its first workspace root (or None), forgotten with the session.
+        self._roots: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
 
-    def session_of(self, ctx: Context) -> Session:
+    async def session_of(self, ctx: Context) -> Session:
         """HTTP calls carry their token and project in headers; stdio has no headers, so its calls
-        use the ones the process was started with (`hypermnesia mcp`)."""
-        headers = ctx.headers if ctx.headers is not None else self.stdio_headers
-        return self.auth.session({k.lower(): v for k, v in headers.items()})
+        use the ones the process was started with (`hypermnesia mcp`). Without a project header,
+        the client's first workspace root names the project."""
+        raw = ctx.headers if ctx.headers is not None else self.stdio_headers
+        headers = {k.lower(): v for k, v in raw.items()}
+        root = None if headers.get(PROJECT_HEADER, "").strip() else await self._first_root(ctx)
+        return await self.auth.session(headers, root)
+
+    async def _first_root(self, ctx: Context) -> str | None:
+        """The first workspace root the client advertises, asked once per MCP session. Best effort
+        (seed 001): a client without the roots capability, or a transport with no way back to the
+        client, has none, and the session falls back to the default project."""
+        session = ctx.session
+        try:
+            return self._roots[session]
+        except (KeyError, TypeError):
+            pass
+        root = None
+        capabilities = ctx.client_capabilities
+        if capabilities is not None and capabilities.roots is not None:
+            try:
+                with warnings.catch_warnings():
+                    # The roots capability is deprecated (SEP-2577) but still what clients send.
+                    warnings.simplefilter("ignore", MCPDeprecationWarning)
+                    listed = await asyncio.wait_for(session.list_roots(), ROOTS_TIMEOUT_S)
+                if listed.roots:
+                    root = str(listed.roots[0].uri)
+            except Exception as exc:  # a client that cannot answer is a client without roots
+                log.debug("could not list the client's roots: %s", exc)
+        try:
+            self._roots[session] = root
+        except TypeError:
+            pass
+        return root
 
 
 class _ModelArguments(ArgModelBase):
@@ -87,7 +128,7 @@ def model_tool(
 
     async def run(request: BaseModel, ctx: Context) -> Any:
         try:
-            return answer(await operation(kit.backends, kit.session_of(ctx), request))
+            return answer(await operation(kit.backends, await kit.session_of(ctx), request))
         except HypermnesiaError as exc:
             raise ToolError(exc.message) from exc
 

@@ -10,7 +10,7 @@ from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import IsoTime, Request, field
 from gateway.shaping import caller, hit_json, memory_json, to_proto
-from hypermnesia.scopes import PROJECT_PREFIX, readable_scopes
+from hypermnesia.scopes import PROJECT_PREFIX
 from hypermnesia.v1 import curation_pb2, retrieval_pb2
 from hypermnesia.validation import (
     IMPORTANCE_RANGE,
@@ -82,7 +82,7 @@ def _scopes(session: Session, scope: str | None) -> list[str]:
     """The named scope, or everything this session may read: its project plus the token's grants."""
     if scope is not None:
         return [scope]
-    return readable_scopes(session.principal, session.project_scope)
+    return session.readable_scopes()
 
 
 class SaveMemory(Request):

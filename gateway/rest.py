@@ -43,7 +43,7 @@ def described(model: type[BaseModel], name: str) -> Any:
 
 async def call(http: Request, operation: Operation[M], request: M) -> dict[str, Any]:
     state = http.app.state
-    return await operation(state.backends, state.auth.session(http.headers), request)
+    return await operation(state.backends, await state.auth.session(http.headers), request)
 
 
 def complete(model: type[M], body: BaseModel, **path: Any) -> M:

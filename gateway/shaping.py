@@ -26,7 +26,7 @@ M = TypeVar("M", bound=Message)
 
 
 def caller(session: Session) -> common_pb2.Caller:
-    return common_pb2.Caller(principal=session.principal.id, grants=list(session.principal.grants))
+    return common_pb2.Caller(principal=session.principal.id, grants=list(session.grants))
 
 
 def timestamp(value: datetime) -> Timestamp:

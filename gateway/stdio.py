@@ -30,12 +30,10 @@ def session_headers(token: str, project: str) -> dict[str, str]:
 
 
 async def serve_stdio(settings: GatewaySettings, *, token: str, project: str) -> None:
-    auth = Authenticator(
-        settings.auth_tokens, require_auth=settings.require_auth, default_project=settings.default_project
-    )
+    auth = Authenticator.from_settings(settings)
     headers = session_headers(token, project)
     try:
-        session = auth.session(headers)
+        session = await auth.session(headers)
     except HypermnesiaError as exc:
         raise StartupError(f"{exc.message} (stdio: set HM_TOKEN, and --project for the project)") from exc
     backends = Backends(settings.retrieval_address, settings.curation_address, settings.rpc_timeout_s)

@@ -89,16 +89,3 @@ def project_name_for_root(root_uri: str) -> str:
 
 def project_scope_for_root(root_uri: str) -> str:
     return PROJECT_PREFIX + project_name_for_root(root_uri)
-
-
-def readable_scopes(principal: Principal, project_scope: str) -> list[str]:
-    """The scopes a search or listing reads when the caller names none: the session's project
-    plus every concrete grant that is not another project (seed 001: never another project's)."""
-    scopes = [project_scope] if principal.may(project_scope) else []
-    for grant in principal.grants:
-        if grant.endswith("*") or grant in scopes:
-            continue
-        if grant.startswith(PROJECT_PREFIX) and grant != project_scope:
-            continue
-        scopes.append(grant)
-    return scopes

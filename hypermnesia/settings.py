@@ -215,6 +215,9 @@ class GatewaySettings(CommonSettings):
     auth_tokens: Annotated[dict[str, dict[str, Any]], NoDecode] = Field(default_factory=dict)
     require_auth: bool = True
     default_project: str = "default"
+    # false (seed 001): a session's own project scope is readable and writable for any valid token;
+    # true: the project scope needs a grant like any other, making projects a security boundary.
+    project_requires_grant: bool = False
     # Only `hypermnesia mcp` (stdio) reads it: the bearer token its whole session acts with.
     token: str = Field(default="", repr=False)
 
