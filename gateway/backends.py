@@ -10,7 +10,29 @@ import grpc
 from hypermnesia.errors import HypermnesiaError
 from hypermnesia.grpc_client import open_channel
 from hypermnesia.grpc_server import SERVICE_ERROR_MARK
-from hypermnesia.v1 import common_pb2, curation_pb2_grpc, retrieval_pb2_grpc, structure_pb2_grpc
+from hypermnesia.scopes import Principal
+from hypermnesia.v1 import (
+    common_pb2,
+    curation_pb2_grpc,
+    intelligence_pb2_grpc,
+    provenance_pb2_grpc,
+    retrieval_pb2_grpc,
+    structure_pb2_grpc,
+    tokens_pb2,
+    tokens_pb2_grpc,
+    viz_pb2_grpc,
+)
+
+# A token lookup holds up the request it authenticates: a curation that cannot answer in this
+# time is reported as unreachable (503) rather than kept waiting for the full RPC deadline.
+TOKEN_LOOKUP_TIMEOUT_S = 3.0
+# How long a call waits for a service that is not connected (restarting) before it fails (503).
+CONNECT_WAIT_S = 2.0
+TOKEN_STORE_UNREACHABLE = (
+    "cannot check this bearer token: it is not in HM_AUTH_TOKENS, and the curation service, which "
+    "keeps the tokens made by `hypermnesia token create`, is unreachable or too slow; check that the "
+    "stack is running (`hypermnesia up`)"
+)
 
 
 class BackendError(HypermnesiaError):
@@ -35,12 +57,47 @@ class Backends:
         # Structure reads are served by the retrieval process, map loads by the curation process.
         self.structure = structure_pb2_grpc.StructureStub(self._channels[0])
         self.structure_admin = structure_pb2_grpc.StructureAdminStub(self._channels[1])
+        self.viz = viz_pb2_grpc.VizStub(self._channels[0])  # the 3D map, read by the retrieval process
+        self.tokens = tokens_pb2_grpc.TokensStub(self._channels[1])
+        self.intelligence = intelligence_pb2_grpc.IntelligenceStub(self._channels[1])
+        self.provenance = provenance_pb2_grpc.ProvenanceStub(self._channels[1])
         self.timeout_s = timeout_s
+        # Which channel and service each stub method calls, for the readiness check in _rpc.
+        self._routes: dict[int, tuple[grpc.aio.Channel, str]] = {}
+        for stub, channel, service in (
+            (self.retrieval, self._channels[0], "retrieval"),
+            (self.curation, self._channels[1], "curation"),
+            (self.structure, self._channels[0], "retrieval"),
+            (self.structure_admin, self._channels[1], "curation"),
+            (self.viz, self._channels[0], "retrieval"),
+            (self.tokens, self._channels[1], "curation"),
+            (self.intelligence, self._channels[1], "curation"),
+            (self.provenance, self._channels[1], "curation"),
+        ):
+            for value in vars(stub).values():
+                self._routes[id(value)] = (channel, service)
 
     async def call(self, method: Any, request: Any, timeout_s: float | None = None) -> Any:
         """Call a service method; a non-OK status becomes a BackendError with a caller-facing
         message. `timeout_s` lengthens the deadline for calls that embed many texts."""
-        timeout = max(self.timeout_s, timeout_s or 0.0)
+        return await self._rpc(method, request, max(self.timeout_s, timeout_s or 0.0))
+
+    async def _rpc(self, method: Any, request: Any, timeout: float, unreachable: str = "") -> Any:
+        route = self._routes.get(id(method))
+        if route is not None:
+            channel, service = route
+            if channel.get_state(try_to_connect=True) != grpc.ChannelConnectivity.READY:
+                # A restart is over in a second or two; a service that is down fails the call
+                # now rather than holding it for the whole deadline.
+                try:
+                    await asyncio.wait_for(channel.channel_ready(), min(timeout, CONNECT_WAIT_S))
+                except TimeoutError:
+                    raise BackendError(
+                        grpc.StatusCode.UNAVAILABLE,
+                        unreachable
+                        or f"the {service} service is unreachable; check that the stack is running "
+                        "(`hypermnesia up` restarts it) and retry",
+                    ) from None
         try:
             # wait_for_ready rides out a service restart (reconnect) within the deadline.
             return await method(request, timeout=timeout, wait_for_ready=True)
@@ -49,12 +106,49 @@ class Backends:
             if _from_service(exc):
                 message = exc.details() or code.name
             elif code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                message = "a hypermnesia service is unreachable or too slow; check that the stack is running"
+                message = unreachable or (
+                    "a hypermnesia service is unreachable or too slow; check that the stack is running"
+                )
+                # Either way the caller may retry: an unreachable service is 503, never 504.
+                code = grpc.StatusCode.UNAVAILABLE if unreachable else code
             elif code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN):
                 message = "internal error in a hypermnesia service; see its log"
             else:
                 message = exc.details() or code.name
             raise BackendError(code, message) from exc
+
+    async def resolve_token(self, token_sha256: str) -> Principal | None:
+        """Who a store token stands for (gateway.auth's resolver); None for an unknown or revoked
+        one. Raises BackendError (UNAVAILABLE, 503) when curation cannot be asked."""
+        answer = await self._rpc(
+            self.tokens.Resolve,
+            tokens_pb2.ResolveTokenRequest(token_sha256=token_sha256),
+            min(self.timeout_s, TOKEN_LOOKUP_TIMEOUT_S),
+            unreachable=TOKEN_STORE_UNREACHABLE,
+        )
+        if not answer.found:
+            return None
+        return Principal(answer.principal, tuple(answer.scopes))
+
+    async def status(self, deadline_s: float) -> dict[str, common_pb2.ServiceStatus | str]:
+        """Each service's own checks and build, asked in parallel within `deadline_s`; for a
+        service that does not answer, why not."""
+
+        async def ask(method: Any) -> common_pb2.ServiceStatus | str:
+            try:
+                answer: common_pb2.ServiceStatus = await method(
+                    common_pb2.StatusRequest(), timeout=deadline_s, wait_for_ready=True
+                )
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    return f"unreachable: no answer within {deadline_s:g} s"
+                return f"failing: {exc.code().name}"
+            return answer
+
+        retrieval, curation = await asyncio.gather(
+            ask(self.retrieval.GetStatus), ask(self.curation.GetStatus)
+        )
+        return {"retrieval": retrieval, "curation": curation}
 
     async def live_settings(self) -> dict[str, str]:
         """The settings retrieval and curation run with ("HM_NAME" -> value), asked of each: they may

@@ -1,4 +1,4 @@
-"""`memory_usage_guide` (seed 001): CLAUDE.md guidance generated from this server's live settings
+"""`memory_usage_guide`: CLAUDE.md guidance generated from this server's live settings
 and registered tools, so it never drifts from how the server actually behaves."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The memory operations (seed 001's memory_* tools and their REST routes), one request model and one
+"""The memory operations (the memory_* tools and their REST routes), one request model and one
 function per operation: the function picks the session's scopes, builds the proto request, calls the
 service and shapes the answer (gateway.shaping)."""
 
@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import grpc
+
 from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import IsoTime, Request, field
 from gateway.shaping import caller, hit_json, memory_json, to_proto
+from hypermnesia.errors import HypermnesiaError
 from hypermnesia.scopes import PROJECT_PREFIX
 from hypermnesia.v1 import curation_pb2, retrieval_pb2
 from hypermnesia.validation import (
@@ -31,7 +34,9 @@ from hypermnesia.validation import (
 )
 
 __all__ = [
+    "DEFAULT_IMPORTANCE",
     "DEFAULT_K",
+    "DEFAULT_TYPE",
     "DecideTask",
     "ForgetMemories",
     "GetContext",
@@ -58,6 +63,8 @@ __all__ = [
 ]
 
 DEFAULT_K = 10
+DEFAULT_TYPE = "fact"
+DEFAULT_IMPORTANCE = 1.0
 _LOW, _HIGH = IMPORTANCE_RANGE
 _KINDS = " | ".join(KINDS)
 
@@ -65,6 +72,19 @@ _KINDS = " | ".join(KINDS)
 _SCOPE_TO_WRITE = (
     f"Where the memory lives, e.g. 'project:my-repo', 'user:alice' or 'shared' (at most {MAX_SCOPE_CHARS} "
     "characters); defaults to this session's project."
+)
+_SCOPE_OF_CORRECTION = (
+    f"Where the correction lives (at most {MAX_SCOPE_CHARS} characters); defaults to the scope of the "
+    "memory it replaces, the only scope it may be saved in."
+)
+_INCLUDE_STALE = (
+    "Include stale conclusions (a premise they rest on changed since), flagged stale with stale_because."
+)
+_DEPTH = (
+    "Recall depth: explicit (stored memories only), derived (plus derived conclusions; the default), "
+    "premises (plus the direct evidence of each derived result, listed after the results with "
+    "via.premise_of), ancestry (evidence of evidence, at most 3 hops and 20 rows), or auto (picks one "
+    "from what was found and says why in depth_reason)."
 )
 _SCOPE_TO_READ = (
     "Read only this scope (e.g. 'shared'); by default this session's project plus the scopes the token "
@@ -93,17 +113,22 @@ class SaveMemory(Request):
         max_length=MAX_DESCRIPTION_CHARS,
     )
     scope: str | None = field(_SCOPE_TO_WRITE, None, max_length=MAX_SCOPE_CHARS)
-    type: str | None = field(_TYPE, None, max_length=MAX_TYPE_CHARS)
+    # The drop-in defaults, stated in the schema so a client sees what an omitted field means.
+    type: str = field(_TYPE, DEFAULT_TYPE, max_length=MAX_TYPE_CHARS)
     tags: list[str] | None = field(_TAGS_TO_WRITE, None, max_items=MAX_TAGS)
     metadata: dict[str, Any] | None = field(_METADATA, None)
-    importance: float | None = field(_IMPORTANCE, None, ge=_LOW, le=_HIGH)
+    importance: float = field(_IMPORTANCE, DEFAULT_IMPORTANCE, ge=_LOW, le=_HIGH)
     kind: str | None = field(f"The memory's kind: {_KINDS}; default semantic.", None)
 
 
 def _save_request(session: Session, request: SaveMemory, supersedes: str = "") -> curation_pb2.SaveRequest:
-    scope = session.project_scope if request.scope is None else request.scope
+    scope = request.scope
+    if scope is None and not supersedes:
+        scope = session.project_scope
+    # A supersede with no scope named stays in the superseded memory's own scope, which curation
+    # knows and the gateway does not: the session's project would refuse a `user:` memory.
     return to_proto(
-        curation_pb2.SaveRequest(), request, caller=caller(session), scope=scope, supersedes=supersedes
+        curation_pb2.SaveRequest(), request, caller=caller(session), scope=scope or "", supersedes=supersedes
     )
 
 
@@ -145,7 +170,10 @@ class SearchMemories(Request):
         max_length=MAX_REF_CHARS,
     )
     topic_only: bool = field("Return only memories filed under `topic`.", False)
-    fusion: str | None = field("How the semantic and keyword legs combine: rrf | boost | weighted.", None)
+    fusion: str | None = field(
+        "How the semantic and keyword legs combine: weighted | adaptive | boost | rrf, or one leg alone: dense | bm25.",
+        None,
+    )
     kinds: list[str] | None = field(f"Only memories of these kinds ({_KINDS}).", None)
     types: list[str] | None = field("Only memories of these types.", None)
     repo: str | None = field("Only memories of this repository.", None)
@@ -157,6 +185,8 @@ class SearchMemories(Request):
     )
     include_archived: bool = field("Include forgotten (archived) memories.", False)
     rerank: bool = field("Re-score the top results with the cross-encoder, when one is configured.", False)
+    include_stale: bool = field(_INCLUDE_STALE, False)
+    depth: str = field(_DEPTH, "derived")
 
 
 async def search(backends: Backends, session: Session, request: SearchMemories) -> dict[str, Any]:
@@ -164,13 +194,20 @@ async def search(backends: Backends, session: Session, request: SearchMemories) 
     (cosine 0-1), the blended `score` and the signals in it (`entity_overlap`, `active_task`,
     `topic_match`), and `degraded` when part of the search was unavailable. Searches this project
     plus shared scopes by default. `topic` prefers memories filed under that topic; with
-    `topic_only` it returns only those."""
+    `topic_only` it returns only those. `depth` says how far to follow the evidence of derived
+    conclusions (evidence rows come after the results, each with `via.premise_of`); when a depth
+    is named, the answer says the depth used and why (`depth`, `depth_reason`). Stale conclusions (a premise changed)
+    are left out unless `include_stale`, then flagged `stale` with `stale_because`."""
     message = to_proto(
         retrieval_pb2.SearchRequest(), request, caller=caller(session), scopes=_scopes(session, request.scope)
     )
     response = await backends.call(backends.retrieval.Search, message)
     degraded = list(response.degraded)
-    return {"results": [hit_json(h, degraded) for h in response.hits], "degraded": degraded}
+    out: dict[str, Any] = {"results": [hit_json(h, degraded) for h in response.hits], "degraded": degraded}
+    if "depth" in request.model_fields_set:
+        # The envelope existing clients read stays as it was for a search that names no depth.
+        out.update(depth=response.depth, depth_reason=response.depth_reason)
+    return out
 
 
 class MemoryRef(Request):
@@ -191,9 +228,17 @@ async def lineage(backends: Backends, session: Session, request: MemoryRef) -> d
 
 
 async def delete(backends: Backends, session: Session, request: MemoryRef) -> dict[str, Any]:
-    """Delete a memory by id (hard: it leaves every read; only the audit log keeps a tombstone)."""
+    """Delete a memory by id (hard: it leaves every read; only the audit log keeps a tombstone).
+    `deleted` is false when there was no such memory in your scopes (e.g. deleted already)."""
     message = curation_pb2.MemoryRequest(caller=caller(session), id=request.memory_id)
-    return {"deleted": True, "memory": memory_json(await backends.call(backends.curation.Delete, message))}
+    try:
+        await backends.call(backends.curation.Delete, message)
+    except HypermnesiaError as exc:
+        if exc.code != grpc.StatusCode.NOT_FOUND:
+            raise
+        # Deleting what is not there answers, it does not fail; a retried delete is safe.
+        return {"deleted": False}
+    return {"deleted": True}
 
 
 async def restore(backends: Backends, session: Session, request: MemoryRef) -> dict[str, Any]:
@@ -212,6 +257,7 @@ class ListMemories(Request):
     as_of: IsoTime | None = field("List what was true at this instant (ISO 8601).", None)
     kind: list[str] | None = field(f"Only memories of these kinds ({_KINDS}).", None)
     type: list[str] | None = field("Only memories of these types.", None)
+    include_stale: bool = field(_INCLUDE_STALE, False)
 
 
 async def list_memories(backends: Backends, session: Session, request: ListMemories) -> dict[str, Any]:
@@ -292,6 +338,8 @@ class GetContext(Request):
         f"0-{MAX_LAYER_BUDGET:,}.",
         None,
     )
+    include_stale: bool = field(_INCLUDE_STALE, False)
+    depth: str = field(_DEPTH, "derived")
 
 
 async def assemble_context(backends: Backends, session: Session, request: GetContext) -> dict[str, Any]:
@@ -325,6 +373,8 @@ async def assemble_context(backends: Backends, session: Session, request: GetCon
         "total_tokens": response.total_tokens,
         "mode": response.mode,
         "mode_reason": response.mode_reason,
+        "depth": response.depth,
+        "depth_reason": response.depth_reason,
         "degraded": list(response.degraded),
     }
 
@@ -384,6 +434,7 @@ async def forget(backends: Backends, session: Session, request: ForgetMemories) 
     )
     out = await backends.call(backends.curation.Forget, message)
     return {
+        "dry_run": not out.applied,
         "matched": out.matched,
         "archived": out.archived,
         "applied": out.applied,
@@ -394,6 +445,7 @@ async def forget(backends: Backends, session: Session, request: ForgetMemories) 
 
 class SupersedeMemory(SaveMemory):
     memory_id: str = field("The id of the memory this one replaces (a UUID).")
+    scope: str | None = field(_SCOPE_OF_CORRECTION, None, max_length=MAX_SCOPE_CHARS)
 
 
 async def supersede(backends: Backends, session: Session, request: SupersedeMemory) -> dict[str, Any]:

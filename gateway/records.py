@@ -1,4 +1,4 @@
-"""The records operations (seed 002's records API over REST), one request model and one function per
+"""The records operations (the raw-record API over REST), one request model and one function per
 operation: the raw log's append/import, reads of records, state objects, and rebuild."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The REST routes: each takes its operation's request model (the body, or the query string for a
 GET), folds in the ids the URL path carries, and calls the operation (gateway.memories, .records,
-.structure). The OpenAPI document comes from the same models as the MCP tool schemas.
+.structure, .intelligence). The OpenAPI document comes from the same models as the MCP tool schemas.
 
 No `from __future__ import annotations` here: FastAPI reads the route annotations at runtime, and
 some name values local to the function that declares the routes."""
@@ -15,7 +15,7 @@ from typing import Annotated, Any, TypeVar
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, create_model
 
-from gateway import fields, memories, records, structure
+from gateway import fields, intelligence, memories, provenance, records, structure
 from gateway.auth import Session
 from gateway.backends import Backends
 from hypermnesia.errors import InvalidArgument
@@ -60,6 +60,8 @@ UpdateBody = without(memories.UpdateMemory, "memory_id")
 SupersedeBody = without(memories.SupersedeMemory, "memory_id")
 ResolveQuery = without(structure.ResolvePath, "repo")
 StateQuery = without(records.StateObject, "kind", "key", "history")
+DecisionBody = without(intelligence.DecideProposal, "proposal_id", "decision")
+EvidenceQuery = without(intelligence.MemoryEvidence, "memory_id")
 
 _JSON_TYPES = ("application/json", "+json")
 
@@ -239,9 +241,69 @@ def _structure_routes(router: APIRouter) -> None:
         return await call(http, structure.load, request)
 
 
+def _intelligence_routes(router: APIRouter) -> None:
+    pid = described(intelligence.DecideProposal, "proposal_id")
+
+    @router.get("/proposals", description=doc(intelligence.list_proposals))
+    async def list_proposals(
+        query: Annotated[intelligence.ListProposals, Query()], http: Request
+    ) -> dict[str, Any]:
+        return await call(http, intelligence.list_proposals, query)
+
+    async def decide(
+        http: Request, proposal_id: str, decision: str, body: BaseModel | None
+    ) -> dict[str, Any]:
+        # The body is optional: an approval needs nothing, and a rejection without a reason is
+        # answered by the service with what to send.
+        given = body.model_dump(exclude_unset=True) if body is not None else {}
+        request = intelligence.DecideProposal.model_validate(
+            {**given, "proposal_id": proposal_id, "decision": decision}
+        )
+        return await call(http, intelligence.decide_proposal, request)
+
+    @router.post("/proposals/{proposal_id}/approve", description=doc(intelligence.decide_proposal))
+    async def approve(
+        proposal_id: Annotated[str, pid],
+        http: Request,
+        body: DecisionBody | None = None,  # type: ignore[valid-type]
+    ) -> dict[str, Any]:
+        return await decide(http, proposal_id, "approve", body)
+
+    @router.post(
+        "/proposals/{proposal_id}/reject",
+        description=doc(intelligence.decide_proposal) + '\n\nThe body is {"reason": "why"}.',
+    )
+    async def reject(
+        proposal_id: Annotated[str, pid],
+        http: Request,
+        body: DecisionBody | None = None,  # type: ignore[valid-type]
+    ) -> dict[str, Any]:
+        return await decide(http, proposal_id, "reject", body)
+
+    @router.post("/dialectic/ask", description=doc(intelligence.ask))
+    async def ask(body: intelligence.AskQuestion, http: Request) -> dict[str, Any]:
+        return await call(http, intelligence.ask, body)
+
+    @router.get("/memories/{memory_id}/evidence", description=doc(intelligence.evidence))
+    async def memory_evidence(
+        memory_id: Annotated[str, described(intelligence.MemoryEvidence, "memory_id")],
+        query: Annotated[EvidenceQuery, Query()],  # type: ignore[valid-type]
+        http: Request,
+    ) -> dict[str, Any]:
+        request = complete(intelligence.MemoryEvidence, query, memory_id=memory_id)
+        return await call(http, intelligence.evidence, request)
+
+    @router.get("/memories/{memory_id}/provenance", description=doc(provenance.provenance))
+    async def memory_provenance(
+        memory_id: Annotated[str, described(provenance.MemoryProvenance, "memory_id")], http: Request
+    ) -> dict[str, Any]:
+        return await call(http, provenance.provenance, provenance.MemoryProvenance(memory_id=memory_id))
+
+
 def build_router() -> APIRouter:
     router = APIRouter()
     _memory_routes(router)
     _record_routes(router)
     _structure_routes(router)
+    _intelligence_routes(router)
     return router

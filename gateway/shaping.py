@@ -1,5 +1,5 @@
 """Proto <-> JSON: the one place where request values become protobuf and service messages become the
-JSON both REST and MCP answer with (seed 001's memory shape, plus the record and structure shapes)."""
+JSON both REST and MCP answer with (the drop-in memory shape, plus the record and structure shapes)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from gateway.auth import Session
 from hypermnesia.errors import InvalidArgument
-from hypermnesia.v1 import common_pb2, curation_pb2, retrieval_pb2, structure_pb2
+from hypermnesia.v1 import common_pb2, curation_pb2, intelligence_pb2, retrieval_pb2, structure_pb2
 
 # Lifecycle fields a memory carries only when they hold something.
 _TIME_FIELDS = ("created_at", "updated_at", "last_accessed_at", "archived_at")
@@ -100,6 +100,10 @@ def memory_json(m: common_pb2.Memory) -> dict[str, Any]:
     for name in _OPTIONAL_TIMES:
         if m.HasField(name):
             out[name] = iso(getattr(m, name))
+    if m.stale:
+        # A conclusion whose evidence changed: readable, but never served as if nothing happened.
+        out["stale"] = True
+        out["stale_because"] = m.stale_because
     return out
 
 
@@ -114,6 +118,11 @@ def hit_json(h: retrieval_pb2.SearchHit, degraded: list[str]) -> dict[str, Any]:
         "active_task": h.active_task,
         "topic_match": h.topic_match,
     }
+    if h.premise_of:
+        # Evidence a recall depth appended after the hits: not a match itself, so no scores.
+        for name in ("similarity", "score", "lexical_match", "entity_overlap", "active_task", "topic_match"):
+            del out[name]
+        out["via"] = {"premise_of": h.premise_of, "hops": h.hops}
     if degraded:
         # Never silently half-answer: a hit read on its own still says what was missing.
         out["degraded"] = degraded
@@ -175,3 +184,78 @@ def constraint_json(c: structure_pb2.Constraint, *, with_reason: bool = True) ->
     if with_reason:
         out["applies_because"] = c.reason
     return out
+
+
+def node_json(n: intelligence_pb2.GraphNode) -> dict[str, Any]:
+    """A memory as an evidence-graph node: stale (a premise changed, and which) and how many hops
+    from the memory asked about."""
+    out = {**memory_json(n.memory), "stale": n.stale, "hops": n.hops}
+    if n.stale_because:
+        out["stale_because"] = n.stale_because
+    return out
+
+
+def evidence_json(r: intelligence_pb2.EvidenceResponse) -> dict[str, Any]:
+    return {
+        "memory": node_json(r.memory),
+        "premises": [node_json(n) for n in r.premises],
+        "derived": [node_json(n) for n in r.derived],
+    }
+
+
+# A proposal carries these only once they hold something (decided ones, supersede suggestions).
+_PROPOSAL_OPTIONAL = ("supersedes", "decided_by", "decision_reason", "result_id")
+
+
+def proposal_json(p: intelligence_pb2.Proposal) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": p.id,
+        "scope": p.scope,
+        "kind": p.kind,
+        "status": p.status,
+        "content": p.content,
+        "description": p.description,
+        "rationale": p.rationale,
+        "evidence": list(p.evidence),
+        "mode": p.mode,
+        "created_at": iso(p.created_at) if p.HasField("created_at") else None,
+    }
+    for name in _PROPOSAL_OPTIONAL:
+        if getattr(p, name):
+            out[name] = getattr(p, name)
+    if p.HasField("decided_at"):
+        out["decided_at"] = iso(p.decided_at)
+    return out
+
+
+def ask_json(r: intelligence_pb2.AskResponse) -> dict[str, Any]:
+    """The Dialectic's answer: claims that cite live ids, what the validator dropped and why, the
+    depth used and why, and the evidence the claims were drawn from."""
+    return {
+        "mode": r.mode,
+        "claims": [{"text": c.text, "citations": list(c.citations)} for c in r.claims],
+        "dropped": [{"text": d.text, "citations": list(d.citations), "reason": d.reason} for d in r.dropped],
+        "depth": r.depth,
+        "depth_reason": r.depth_reason,
+        "notes": list(r.notes),
+        "evidence": [node_json(n) for n in r.evidence],
+    }
+
+
+def consolidate_report_json(r: intelligence_pb2.ConsolidateReport) -> dict[str, Any]:
+    """What one consolidation job did in one scope (or why it was skipped)."""
+    return {
+        "job": r.job,
+        "scope": r.scope,
+        "skipped": r.skipped,
+        "skipped_reason": r.skipped_reason or None,
+        "mode": r.mode,
+        "promoted": r.promoted,
+        "expired": r.expired,
+        "marked_stale": r.marked_stale,
+        "proposals_made": r.proposals_made,
+        "made_by_kind": dict(sorted(r.made_by_kind.items())),
+        "pending": r.pending,
+        "duration_ms": round(r.duration_ms, 1),
+        "notes": list(r.notes),
+    }

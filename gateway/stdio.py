@@ -30,14 +30,15 @@ def session_headers(token: str, project: str) -> dict[str, str]:
 
 
 async def serve_stdio(settings: GatewaySettings, *, token: str, project: str) -> None:
-    auth = Authenticator.from_settings(settings)
-    headers = session_headers(token, project)
-    try:
-        session = await auth.session(headers)
-    except HypermnesiaError as exc:
-        raise StartupError(f"{exc.message} (stdio: set HM_TOKEN, and --project for the project)") from exc
     backends = Backends(settings.retrieval_address, settings.curation_address, settings.rpc_timeout_s)
     try:
+        # Store tokens (`hypermnesia token create`) are resolved through curation, as over HTTP.
+        auth = Authenticator.from_settings(settings, backends.resolve_token)
+        headers = session_headers(token, project)
+        try:
+            session = await auth.session(headers)
+        except HypermnesiaError as exc:
+            raise StartupError(f"{exc.message} (stdio: set HM_TOKEN, and --project for the project)") from exc
         mcp = build_mcp(backends, auth, settings, stdio_headers=headers)
         # stdout carries the protocol; everything said to a person goes to stderr.
         log.info(

@@ -1,5 +1,5 @@
 """Deterministic entity extraction (no model in the loop), shared by the write path (which links
-memories to the entities they mention, seed 002's entity index) and the read path (which scores a
+memories to the entities they mention: the entity index) and the read path (which scores a
 memory's entity overlap with the query). Pattern-based so it is cheap, repeatable and the same on
 a rebuild: URLs, file paths, @handles, tickets (ABC-123), code identifiers (snake_case, camelCase,
 dotted.names, `backticked`) and capitalised names.

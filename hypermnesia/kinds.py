@@ -1,4 +1,4 @@
-"""Memory kinds and decay classes (seed 002), shared by the write path and the scorer."""
+"""Memory kinds and decay classes (how fast each kind fades), shared by the write path and the scorer."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ __all__ = [
     "MEMORY_COLUMNS",
     "READ_COLUMNS",
     "chain_sql",
+    "fresh_sql",
     "is_live",
     "live_sql",
     "memory_columns",
@@ -61,11 +62,13 @@ COLUMNS: dict[str, str] = {
     "state_key": "text",
 }
 
-# The columns every read selects: the fields of the `Memory` message (memory_from_row).
+# The columns every read selects: the fields of the `Memory` message (memory_from_row). The
+# staleness columns are derived from the evidence graph (migration 0021), not curated: COLUMNS
+# leaves them out, a read shows them.
 READ_COLUMNS: tuple[str, ...] = (
     "id", "owner_id", "scope", "type", "kind", "content", "description", "tags", "metadata", "importance",
     "created_at", "updated_at", "last_accessed_at", "archived_at", "expires_at", "decay_class", "access_count",
-    "supersedes", "superseded_by", "source_ref", "repo", "thread_id",
+    "supersedes", "superseded_by", "source_ref", "repo", "thread_id", "stale_at", "stale_because",
 )  # fmt: skip
 
 
@@ -94,6 +97,14 @@ def live_sql(alias: str = "") -> str:
         f"{a}archived_at IS NULL AND {a}superseded_by IS NULL"
         f" AND ({a}expires_at IS NULL OR {a}expires_at > now())"
     )
+
+
+def fresh_sql(alias: str = "") -> str:
+    """The condition a memory that is not stale meets. Not part of live_sql: a stale conclusion is
+    still read by id, in lineage and by the curation steps that revise it; only the default
+    search, list and context leave it out (like an archived one), `include_stale` brings it back."""
+    a = f"{alias}." if alias else ""
+    return f"{a}stale_at IS NULL"
 
 
 def is_live(row: Mapping[str, Any], now: datetime) -> bool:
@@ -174,4 +185,7 @@ def memory_from_row(row: Mapping[str, Any]) -> common_pb2.Memory:
         source_ref=row["source_ref"] or "",
         repo=row["repo"] or "",
         thread_id=row["thread_id"] or "",
+        # A row read without the staleness columns (curation's curated-column reads) is not flagged.
+        stale=row.get("stale_at") is not None,
+        stale_because=row.get("stale_because") or "",
     )

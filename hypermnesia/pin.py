@@ -24,7 +24,7 @@ class ModelMismatch(StartupError):
 
 async def ensure_embedding_pin(pool: asyncpg.Pool, model_id: str, dimension: int) -> None:
     """Pin the model on first start (creating the vector columns and HNSW indexes); refuse a
-    different model later, because vectors from two models are not comparable (seed 001)."""
+    different model later, because vectors from two models are not comparable."""
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK_KEY)
         pin = await conn.fetchrow("SELECT model_id, dimension FROM embedding_pin")

@@ -46,6 +46,11 @@ def require(grants: Iterable[str], scopes: Iterable[str]) -> None:
             raise PermissionDenied(f"scope {scope!r} is not granted to this token")
 
 
+def token_sha256(token: str) -> str:
+    """What the store keeps of a bearer token, and what the gateway asks curation about."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
 def token_table(raw: Mapping[str, Mapping[str, Any]]) -> dict[str, Principal]:
     return {
         token: Principal(id=entry["principal"], grants=tuple(entry.get("scopes", ())))
@@ -64,7 +69,8 @@ def project_slug(name: str) -> str:
 
 
 def project_scope(name: str) -> str:
-    """`project:<slug>` for a project named by the X-Hypermnesia-Project header (seed 001's step 1)."""
+    """`project:<slug>` for a project named by the X-Hypermnesia-Project header (step 1 of finding
+    a session's project)."""
     return PROJECT_PREFIX + project_slug(name)
 
 
@@ -80,7 +86,8 @@ def root_path(root_uri: str) -> str:
 
 def project_name_for_root(root_uri: str) -> str:
     """`<slug of basename>-<first 8 hex of sha256(path)>`: two checkouts with the same folder name
-    stay apart, and a hook started in the same folder names the same project (seed 001's step 2)."""
+    stay apart, and a hook started in the same folder names the same project (step 2 of finding a
+    session's project)."""
     path = root_path(root_uri)
     name = path.rsplit("/", 1)[-1] or "root"
     digest = hashlib.sha256(path.encode()).hexdigest()[:8]

@@ -143,20 +143,23 @@ class EmbedderClientSettings(CommonSettings):
 class RetrievalSettings(EmbedderClientSettings):
     retrieval_port: Port = DEFAULT_RETRIEVAL_PORT
     retrieval_metrics_port: Port = 9102
+    # A read replica's URL for searches (deploy/kubernetes: the CloudNativePG `-ro` Service).
+    # Not used yet: retrieval reads through HM_DATABASE_URL until read-replica support lands.
+    database_read_url: str | None = None
     # MiniLM scale: unrelated text ~0.0-0.1, related 0.2-0.5 (re-tune on a model swap).
     search_min_similarity: Fraction = 0.15
     search_relative_cutoff: Fraction = 0.15
     hybrid_search: bool = True
     hybrid_lexical_boost: Fraction = 0.10
     hybrid_rank_decay_k: Annotated[float, Field(gt=0, le=1000)] = 5.0
-    fusion: Literal["rrf", "boost", "weighted"] = "weighted"
+    fusion: Literal["rrf", "boost", "weighted", "adaptive", "dense", "bm25"] = "weighted"
     # Answer-mode blend; manager mode uses its own profile (services/retrieval/search.py).
     score_weight_similarity: Annotated[float, Field(ge=0, le=10)] = 1.0
     score_weight_recency: Annotated[float, Field(ge=0, le=10)] = 0.05
     score_weight_importance: Annotated[float, Field(ge=0, le=10)] = 0.03
-    # Jaccard overlap of the query's entities with the memory's (seed 002's w_ent); 0 turns it off.
+    # Jaccard overlap of the query's entities with the memory's (the entity term of the blend); 0 turns it off.
     score_weight_entity: Annotated[float, Field(ge=0, le=10)] = 0.05
-    # Bonus for a memory filed under the search's `topic` (seed 002's w_topic, 1.0 or 0.0).
+    # Bonus for a memory filed under the search's `topic` (the topic term of the blend, 1.0 or 0.0).
     score_weight_topic: Annotated[float, Field(ge=0, le=10)] = 0.10
     # Conversation context: how much a turn's best neighbour and its thread's best turn count.
     context_neighbour_weight: Annotated[float, Field(ge=0, le=10)] = 0.25
@@ -183,7 +186,8 @@ class RetrievalSettings(EmbedderClientSettings):
     rerank_top_n: Annotated[int, Field(gt=0, le=200)] = 20
     rerank_timeout_ms: Annotated[int, Field(gt=0, le=600_000)] = 2_000
     search_log_enabled: bool = True
-    # Recall refreshes last_accessed_at (seed 001); evaluations turn it off so runs stay independent.
+    # Recall refreshes last_accessed_at, which keeps a used memory from being forgotten;
+    # evaluations turn it off so runs stay independent.
     search_bump_access: bool = True
 
 
@@ -194,16 +198,70 @@ class CurationSettings(EmbedderClientSettings):
     embed_write_timeout_ms: Annotated[int, Field(gt=0, le=600_000)] = 30_000
     dedupe_threshold: Fraction = 0.92
     dedupe_content_threshold: Fraction = 0.9
-    # Forgetting (seed 001): stale = not recalled for this many days; unimportant = importance <= floor.
+    # Forgetting: stale = not recalled for this many days; unimportant = importance <= floor.
     forget_after_days: Annotated[float, Field(ge=0, le=36500)] = 180.0
     forget_importance_floor: Annotated[float, Field(ge=0, le=10)] = 1.0
     # The server's own periodic forget sweep over every scope; 0 = off.
     forget_sweep_hours: Annotated[float, Field(ge=0, le=8760)] = 0.0
-    # Seed 002's task extraction on conversation records.
+    # Candidate tasks extracted from conversation records ("TODO: ...", "I need to ...").
     task_extraction: bool = True
     # A scope with at least this many memories gets its own HNSW graph (hypermnesia/scope_graphs.py),
     # so a search of that scope alone need not walk every other scope's rows; 0 = never.
     scope_graph_rows: Annotated[int, Field(ge=0, le=1_000_000_000)] = 5_000
+    # The Dialectic searches through the retrieval service (connected on first use, since the
+    # local stack starts curation before retrieval).
+    retrieval_address: str = f"127.0.0.1:{DEFAULT_RETRIEVAL_PORT}"
+    # Optional LLM (issue 18): any OpenAI-compatible chat-completions endpoint; unset = every step
+    # runs in its deterministic extractive mode.
+    llm_base_url: str | None = Field(default=None, description="Base URL ending in /v1.")
+    llm_model: str = ""
+    llm_api_key: SecretStr | None = None
+    llm_timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
+    llm_max_retries: Annotated[int, Field(ge=0, le=10)] = 2
+    # Tokens per UTC day (the responses' `usage`); a spent budget falls back to extractive.
+    llm_daily_tokens: Annotated[int, Field(ge=0, le=1_000_000_000)] = 200_000
+    # Consolidation (daily, weekly, monthly jobs) inside the server: hours between runs, the first one
+    # interval after start; 0 = off.
+    # Signed checkpoints of the raw log's head (services/curation/checkpoints.py): the Ed25519 key
+    # lives outside the database (default: checkpoint-key.pem in the user's config dir); curation
+    # writes one to HM_CHECKPOINT_DIR every HM_CHECKPOINT_HOURS (0 = off).
+    checkpoint_key: Path | None = None
+    checkpoint_dir: Path | None = None
+    checkpoint_hours: Annotated[float, Field(ge=0, le=8760)] = 0.0
+    consolidation_daily_hours: Annotated[float, Field(ge=0, le=8760)] = 24.0
+    consolidation_weekly_hours: Annotated[float, Field(ge=0, le=8760)] = 168.0
+    consolidation_monthly_hours: Annotated[float, Field(ge=0, le=8760)] = 720.0
+    # Episodes younger than this are left to settle before the weekly job clusters them.
+    consolidation_min_age_days: Annotated[float, Field(ge=0, le=3650)] = 7.0
+    # Two episodes cluster when they share an entity and their cosine reaches this (or reach
+    # consolidation_similarity_alone without a shared entity).
+    consolidation_similarity: Fraction = 0.5
+    consolidation_similarity_alone: Fraction = 0.8
+    # A working memory is promoted to episodic when accessed and at least this important.
+    consolidation_promote_importance: Annotated[float, Field(ge=0, le=10)] = 1.0
+    # The 3D map (issue 20, services/curation/projection.py): seconds between the projection's
+    # passes (project what was written without a position, refit when due); 0 = off.
+    viz_refresh_s: Annotated[float, Field(ge=0, le=86_400)] = 60.0
+    # Refit the basis when the store grew by this fraction since the last fit, or after these hours.
+    viz_refit_growth: Annotated[float, Field(gt=0, le=100)] = 0.25
+    viz_refit_hours: Annotated[float, Field(gt=0, le=8760)] = 24.0
+
+    @field_validator("llm_base_url")
+    @classmethod
+    def _llm_url(cls, value: str | None) -> str | None:
+        if value is not None and value.strip() == "":
+            return None
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s) URL ending in /v1, e.g. http://127.0.0.1:11434/v1")
+        return value.rstrip("/") if value else value
+
+    @model_validator(mode="after")
+    def _llm_model_named(self) -> CurationSettings:
+        if self.llm_base_url and not self.llm_model:
+            raise ValueError(
+                "HM_LLM_BASE_URL is set but HM_LLM_MODEL is not; name the model the endpoint serves"
+            )
+        return self
 
 
 class GatewaySettings(CommonSettings):
@@ -215,11 +273,25 @@ class GatewaySettings(CommonSettings):
     auth_tokens: Annotated[dict[str, dict[str, Any]], NoDecode] = Field(default_factory=dict)
     require_auth: bool = True
     default_project: str = "default"
-    # false (seed 001): a session's own project scope is readable and writable for any valid token;
+    # false (drop-in with existing clients): a session's own project scope is readable and writable for any valid token;
     # true: the project scope needs a grant like any other, making projects a security boundary.
     project_requires_grant: bool = False
+    # How long the gateway keeps curation's answer for a store token (`hypermnesia token create`),
+    # found or not: a revoked token stops working within it. 0 asks curation on every request.
+    token_cache_s: Annotated[float, Field(ge=0, le=3600)] = 10.0
     # Only `hypermnesia mcp` (stdio) reads it: the bearer token its whole session acts with.
     token: str = Field(default="", repr=False)
+    # Limits (issue 20, gateway/limits.py). A request body above this many bytes is refused (413)
+    # before it is read whole; 4 MiB holds the largest memory (64 Ki characters) many times over
+    # and an import batch of a few thousand records.
+    max_body_bytes: Annotated[int, Field(ge=1024, le=1 << 30)] = 4 * 1024 * 1024
+    # Per-principal token buckets on writes and on searches (gateway/limits.py says which is
+    # which): so many a minute, refilled continuously, up to `burst` at once; 0 = off. The defaults
+    # are far above what one agent does (a few calls a second at most) and stop a runaway loop.
+    rate_writes_per_min: Annotated[float, Field(ge=0, le=1_000_000)] = 1200.0
+    rate_writes_burst: Annotated[int, Field(ge=1, le=1_000_000)] = 600
+    rate_searches_per_min: Annotated[float, Field(ge=0, le=1_000_000)] = 1200.0
+    rate_searches_burst: Annotated[int, Field(ge=1, le=1_000_000)] = 600
 
     @field_validator("auth_tokens", mode="before")
     @classmethod

@@ -8,8 +8,8 @@ Syntax, anchored at the repository root and matched against the whole path:
 - `[abc]`, `[a-z]`, `[!abc]` or `[^abc]`: one character of (not of) the class; a `]` right after
   the opening `[` (or `[!`) is literal. `\\x` matches `x` literally.
 
-Specificity, the "longest match" of seed 000, is the pair (literal characters before the first
-wildcard, literal characters in the whole glob); `/` counts as a literal, wildcards and
+Specificity, the "longest match" that picks a path's component, is the pair (literal characters
+before the first wildcard, literal characters in the whole glob); `/` counts as a literal, wildcards and
 character classes count nothing. The first term prefers the deeper directory (`services/retrieval/**`
 beats `services/*/server.py`), the second the narrower pattern within one directory
 (`gateway/static/*.js` beats `gateway/static/**`). Equal pairs are broken by component priority.

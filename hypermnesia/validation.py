@@ -49,7 +49,9 @@ __all__ = [
 
 MAX_CONTENT_CHARS = 65_536
 MAX_DESCRIPTION_CHARS = 1_000
-MAX_QUERY_CHARS = 4_096
+# A prompt hook sends the conversation so far: long queries are read in part by each leg
+# (services/retrieval/fusion.py), so the limit only bounds the request.
+MAX_QUERY_CHARS = 16_384
 MAX_SCOPE_CHARS = 200
 MAX_TAGS = 50
 MAX_TAG_CHARS = 100

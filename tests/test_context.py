@@ -144,7 +144,7 @@ async def test_session_start_is_manager_mode(ctx_stack: Stack) -> None:
         ({"budgets": {"feelings": 10}}, "unknown layer 'feelings'"),
         ({"budgets": {"memories": -1}}, "between 0 and 32,000"),
         ({"mode": "boss"}, "mode 'boss' is unknown"),
-        ({"query": "x" * 10_000}, "the limit is 4,096"),
+        ({"query": "x" * 20_000}, "the limit is 16,384"),
     ],
 )
 async def test_bad_context_input(ctx_stack: Stack, body: dict, fragment: str) -> None:

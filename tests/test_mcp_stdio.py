@@ -3,6 +3,7 @@ same running services as the HTTP gateway."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -84,14 +85,24 @@ def start_and_wait(stack: Stack, token: str, project: str) -> subprocess.Complet
     )
 
 
-def test_stdio_refuses_an_unknown_token_at_start(stack: Stack) -> None:
-    done = start_and_wait(stack, "not-a-token", "stdio-slice")
+async def test_stdio_refuses_an_unknown_token_at_start(stack: Stack) -> None:
+    # In a thread: the process asks curation (served from this test's event loop) about the token.
+    done = await asyncio.to_thread(start_and_wait, stack, "not-a-token", "stdio-slice")
     assert done.returncode == 1, done.stderr
     assert done.stdout == ""  # nothing on the protocol channel
     assert "unknown bearer token" in done.stderr and "HM_TOKEN" in done.stderr
 
 
-def test_stdio_refuses_a_malformed_project(stack: Stack) -> None:
-    done = start_and_wait(stack, "alice-token", "no spaces allowed")
-    assert done.returncode == 1, done.stderr
-    assert "must be a slug" in done.stderr
+async def test_stdio_project_names_are_slugged_like_the_header(stack: Stack) -> None:
+    # `--project X` is the header of a stdio session: project:<slug of X> (step 1 of finding its project).
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "hypermnesia", "mcp", "--project", "No Spaces Allowed"],
+        env=stdio_env(stack, "alice-token"),
+        cwd=ROOT,
+    )
+    async with Client(stdio_client(server)) as client:
+        saved = tool_json(
+            await client.call_tool("memory_save", {"content": "Slugged projects keep their memories apart"})
+        )
+    assert saved["memory"]["scope"] == "project:no-spaces-allowed"

@@ -109,7 +109,7 @@ async def test_filters_by_tag_kind_and_time(seeded: Stack) -> None:
     ("body", "fragment"),
     [
         ({"query": ""}, "query is empty"),
-        ({"query": "x" * 10_240}, "the limit is 4,096"),
+        ({"query": "x" * 20_480}, "the limit is 16,384"),
         ({"query": "ok", "k": 0}, "k must be between 1 and 100"),
         ({"query": "ok", "k": 10_000}, "k must be between 1 and 100"),
         ({"query": "ok", "fusion": "magic"}, "fusion 'magic' is unknown"),

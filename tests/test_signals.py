@@ -1,4 +1,4 @@
-"""Seed 002's structural scoring signals on the real stack: entity overlap between the query and a
+"""The structural scoring signals on the real stack: entity overlap between the query and a
 memory's entity links, manager mode's active-task bonus (off in answer mode), which ends when the
 task is dismissed, and the topic match, which follows the search's topic."""
 
@@ -107,7 +107,7 @@ async def test_manager_mode_favours_open_tasks_and_what_they_came_from(stack: St
         source = by_content[turns[1]]
         assert source["active_task"] is True
         assert by_content[turns[0]]["active_task"] is False
-        # Answer mode turns the bonus off (seed 002).
+        # Answer mode turns the bonus off: relevance first.
         assert not any(r["active_task"] for r in await _search(http, query, mode="answer"))
 
         dismissed = await http.post(f"/tasks/{task['id']}/dismiss")

@@ -250,7 +250,7 @@ async def test_tool_schemas_and_openapi_come_from_one_model(stack: Stack) -> Non
     search = tools["memory_search"]["properties"]
     assert search["k"]["default"] == 10 and search["k"]["minimum"] == 1
     assert search["min_similarity"]["minimum"] == 0 and search["min_similarity"]["maximum"] == 1
-    assert search["query"]["maxLength"] == 4096 and tools["memory_search"]["required"] == ["query"]
+    assert search["query"]["maxLength"] == 16384 and tools["memory_search"]["required"] == ["query"]
     assert tools["memory_forget"]["properties"]["limit"]["default"] == 100
     assert tools["memory_list"]["properties"]["limit"]["default"] == 50
     async with httpx.AsyncClient(base_url=stack.base_url) as http:

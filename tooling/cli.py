@@ -75,9 +75,12 @@ def cmd_up(args: argparse.Namespace) -> None:
 COMMAND_MODULES = (
     "tooling.commands.embedder",
     "tooling.commands.retrieval",
+    "tooling.commands.load",
+    "tooling.bench.viz",
     "tooling.commands.structure",
     "tooling.commands.admin",
     "tooling.commands.tokens",
+    "tooling.commands.intelligence",
     "tooling.hooks",
 )
 

@@ -72,7 +72,10 @@ async def ensure_local_token(database_url: str, gateway: GatewaySettings) -> lis
         if await tokens_repo.count_active(pool) > 0:
             if path.exists():
                 return [f"token      kept in {path} (`hypermnesia token list` shows every token)"]
-            return []
+            return [
+                "token      tokens are kept in the store (`hypermnesia token list`); "
+                "`hypermnesia token create` makes another"
+            ]
         user = local_user()
         token, _row = await tokens.create(
             pool,

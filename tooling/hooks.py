@@ -1,8 +1,8 @@
 """Claude Code hooks: `hypermnesia hook session-start | pre-edit | prompt` and `hook install`.
 
 A hook reads Claude Code's hook JSON on stdin and prints what to inject as Claude Code's JSON hook
-output (`hookSpecificOutput.additionalContext`), or nothing. Memory is an enhancement, never a gate
-(seed 000): a hook always exits 0, whatever happens, and answers within BUDGET_S seconds; a slow
+output (`hookSpecificOutput.additionalContext`), or nothing. Memory is an enhancement, never a gate:
+a hook always exits 0, whatever happens, and answers within BUDGET_S seconds; a slow
 store is cut off. An outage is announced once (state in a small file under the user's cache dir) and
 its end once. Recalled text is fenced as data behind a per-call random nonce it cannot forge.
 

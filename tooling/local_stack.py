@@ -166,13 +166,13 @@ async def local_stack(
     common = {"database_url": database_url, "data_dir": data_dir, "embedder_address": embedder_address}
     curation_embedder = {"embedder_address": curation_embedder_address} if curation_embedder_address else {}
     async with AsyncExitStack() as stack:
-        _c, c_port, writer = await stack.enter_async_context(
-            curation_running(
-                _pick(CurationSettings, {**common, "curation_port": 0, **overrides, **curation_embedder})
-            )
-        )
+        # Retrieval first: curation's Dialectic searches through it, so curation must know its address.
         _r, r_port, searcher = await stack.enter_async_context(
             retrieval_running(_pick(RetrievalSettings, {**common, "retrieval_port": 0, **overrides}))
+        )
+        curation = {**common, "curation_port": 0, "retrieval_address": f"127.0.0.1:{r_port}"}
+        _c, c_port, writer = await stack.enter_async_context(
+            curation_running(_pick(CurationSettings, {**curation, **overrides, **curation_embedder}))
         )
         base_url = None
         if gateway:

@@ -1,6 +1,7 @@
 """Moving in: what `hypermnesia import` reads besides its own dumps.
 
-- A seed-001 server's `export` JSONL (one memory per line, no `kind`, `type` defaulting to `fact`).
+- An earlier hypermnesia server's `export` JSONL (one memory per line, no `kind`, `type` defaulting
+  to `fact`).
 - Markdown memory files: `CLAUDE.md`, `MEMORY.md`, a folder of notes. Each bullet is a memory, and
   so is the prose of each section; the headings above it become its tags, and the first line (a
   link's text, for an index line such as `- [Title](file.md) — hook`) its description.
@@ -164,7 +165,7 @@ def markdown_dump_lines(
 
 
 def seed_line(data: dict[str, Any], owner: str) -> dict[str, Any]:
-    """A seed-001 export line in this store's dump format: seed 001 has no memory kinds (every
+    """An earlier server's export line in this store's dump format: that server has no memory kinds (every
     memory is a semantic fact here) and defaults `type` to `fact`."""
     out = dict(data)
     out.setdefault("kind", "semantic")
@@ -176,8 +177,8 @@ def seed_line(data: dict[str, Any], owner: str) -> dict[str, Any]:
 
 
 def normalised_dump_lines(lines: Iterable[str], owner: str) -> Iterator[str]:
-    """Dump lines as they come, with seed-001 lines (no `kind`) completed; a line that is not a JSON
-    object is passed on as it is, for the import to report."""
+    """Dump lines as they come, with an earlier server's lines (no `kind`) completed; a line that is
+    not a JSON object is passed on as it is, for the import to report."""
     for line in lines:
         if not line.strip():
             continue

@@ -86,7 +86,7 @@ CREATE TABLE memories (
     superseded_by     uuid,
     source_ref        text,
     thread_id         text,
-    -- Composite lexical index (seed 000): stemmed English for meaning, `simple` for exact tokens
+    -- Composite lexical index: stemmed English for meaning, `simple` for exact tokens
     -- such as identifiers, error codes and names the stemmer would mangle.
     search_tsv        tsvector GENERATED ALWAYS AS (
                           to_tsvector('english'::regconfig, description || ' ' || content)

@@ -30,7 +30,7 @@ CREATE TABLE documents (
     PRIMARY KEY (scope, repo, path)
 );
 
--- Entity index (seed 002): deterministic extraction, linked to the memories that mention them.
+-- Entity index: deterministic extraction, linked to the memories that mention them.
 CREATE TABLE entities (
     id          bigserial PRIMARY KEY,
     scope       text NOT NULL,

@@ -1,4 +1,4 @@
--- The structural model (seed 000, tiers 0/1): components, constraints and component
+-- The structural model (tiers 0/1: the project map, a path's rules): components, constraints and component
 -- relationships, loaded per repo from a map file in that repo. Slugs are unique per repo, not
 -- globally. A load replaces all rows of its repo in one transaction (services/curation/structure_repo.py).
 

@@ -19,7 +19,7 @@ class Caller(_message.Message):
     def __init__(self, principal: _Optional[str] = ..., grants: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Memory(_message.Message):
-    __slots__ = ("id", "owner_id", "scope", "type", "kind", "content", "description", "tags", "metadata", "importance", "created_at", "updated_at", "last_accessed_at", "archived_at", "expires_at", "decay_class", "access_count", "supersedes", "superseded_by", "source_ref", "repo", "thread_id")
+    __slots__ = ("id", "owner_id", "scope", "type", "kind", "content", "description", "tags", "metadata", "importance", "created_at", "updated_at", "last_accessed_at", "archived_at", "expires_at", "decay_class", "access_count", "supersedes", "superseded_by", "source_ref", "repo", "thread_id", "stale", "stale_because")
     ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
@@ -42,6 +42,8 @@ class Memory(_message.Message):
     SOURCE_REF_FIELD_NUMBER: _ClassVar[int]
     REPO_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    STALE_FIELD_NUMBER: _ClassVar[int]
+    STALE_BECAUSE_FIELD_NUMBER: _ClassVar[int]
     id: str
     owner_id: str
     scope: str
@@ -64,7 +66,9 @@ class Memory(_message.Message):
     source_ref: str
     repo: str
     thread_id: str
-    def __init__(self, id: _Optional[str] = ..., owner_id: _Optional[str] = ..., scope: _Optional[str] = ..., type: _Optional[str] = ..., kind: _Optional[str] = ..., content: _Optional[str] = ..., description: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., importance: _Optional[float] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_accessed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., archived_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., decay_class: _Optional[str] = ..., access_count: _Optional[int] = ..., supersedes: _Optional[str] = ..., superseded_by: _Optional[str] = ..., source_ref: _Optional[str] = ..., repo: _Optional[str] = ..., thread_id: _Optional[str] = ...) -> None: ...
+    stale: bool
+    stale_because: str
+    def __init__(self, id: _Optional[str] = ..., owner_id: _Optional[str] = ..., scope: _Optional[str] = ..., type: _Optional[str] = ..., kind: _Optional[str] = ..., content: _Optional[str] = ..., description: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., importance: _Optional[float] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_accessed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., archived_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., decay_class: _Optional[str] = ..., access_count: _Optional[int] = ..., supersedes: _Optional[str] = ..., superseded_by: _Optional[str] = ..., source_ref: _Optional[str] = ..., repo: _Optional[str] = ..., thread_id: _Optional[str] = ..., stale: _Optional[bool] = ..., stale_because: _Optional[str] = ...) -> None: ...
 
 class LiveSettingsRequest(_message.Message):
     __slots__ = ()
@@ -82,3 +86,22 @@ class LiveSettings(_message.Message):
     VALUES_FIELD_NUMBER: _ClassVar[int]
     values: _containers.ScalarMap[str, str]
     def __init__(self, values: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class StatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ServiceStatus(_message.Message):
+    __slots__ = ("checks", "version")
+    class ChecksEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CHECKS_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    checks: _containers.ScalarMap[str, str]
+    version: str
+    def __init__(self, checks: _Optional[_Mapping[str, str]] = ..., version: _Optional[str] = ...) -> None: ...

@@ -116,6 +116,11 @@ class CurationStub:
                 request_serializer=hypermnesia_dot_v1_dot_common__pb2.LiveSettingsRequest.SerializeToString,
                 response_deserializer=hypermnesia_dot_v1_dot_common__pb2.LiveSettings.FromString,
                 _registered_method=True)
+        self.GetStatus = channel.unary_unary(
+                '/hypermnesia.v1.Curation/GetStatus',
+                request_serializer=hypermnesia_dot_v1_dot_common__pb2.StatusRequest.SerializeToString,
+                response_deserializer=hypermnesia_dot_v1_dot_common__pb2.ServiceStatus.FromString,
+                _registered_method=True)
 
 
 class CurationServicer:
@@ -129,7 +134,7 @@ class CurationServicer:
         raise NotImplementedError('Method not implemented!')
 
     def AppendRecord(self, request, context):
-        """Records API (seed 002): append one raw record / many, idempotent on (scope, source_ref).
+        """Records API: append one raw record / many, idempotent on (scope, source_ref).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -172,7 +177,7 @@ class CurationServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Update(self, request, context):
-        """Memory lifecycle (seed 001 + 002).
+        """Memory lifecycle: edit in place, delete, restore, forget (archive stale, unimportant memories).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -217,6 +222,13 @@ class CurationServicer:
 
     def GetLiveSettings(self, request, context):
         """The settings this service runs with that callers may quote (memory_usage_guide).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetStatus(self, request, context):
+        """Its dependencies, each checked with a short deadline (the gateway's /health).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -304,6 +316,11 @@ def add_CurationServicer_to_server(servicer, server):
                     servicer.GetLiveSettings,
                     request_deserializer=hypermnesia_dot_v1_dot_common__pb2.LiveSettingsRequest.FromString,
                     response_serializer=hypermnesia_dot_v1_dot_common__pb2.LiveSettings.SerializeToString,
+            ),
+            'GetStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetStatus,
+                    request_deserializer=hypermnesia_dot_v1_dot_common__pb2.StatusRequest.FromString,
+                    response_serializer=hypermnesia_dot_v1_dot_common__pb2.ServiceStatus.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -739,6 +756,33 @@ class Curation:
             '/hypermnesia.v1.Curation/GetLiveSettings',
             hypermnesia_dot_v1_dot_common__pb2.LiveSettingsRequest.SerializeToString,
             hypermnesia_dot_v1_dot_common__pb2.LiveSettings.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hypermnesia.v1.Curation/GetStatus',
+            hypermnesia_dot_v1_dot_common__pb2.StatusRequest.SerializeToString,
+            hypermnesia_dot_v1_dot_common__pb2.ServiceStatus.FromString,
             options,
             channel_credentials,
             insecure,

@@ -11,7 +11,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SearchRequest(_message.Message):
-    __slots__ = ("caller", "query", "scopes", "tags", "k", "min_similarity", "relative_cutoff", "fusion", "kinds", "types", "repo", "since", "until", "as_of", "mode", "include_archived", "rerank", "topic", "topic_only")
+    __slots__ = ("caller", "query", "scopes", "tags", "k", "min_similarity", "relative_cutoff", "fusion", "kinds", "types", "repo", "since", "until", "as_of", "mode", "include_archived", "rerank", "topic", "topic_only", "include_stale", "depth")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     SCOPES_FIELD_NUMBER: _ClassVar[int]
@@ -31,6 +31,8 @@ class SearchRequest(_message.Message):
     RERANK_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     TOPIC_ONLY_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_STALE_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
     caller: _common_pb2.Caller
     query: str
     scopes: _containers.RepeatedScalarFieldContainer[str]
@@ -50,7 +52,9 @@ class SearchRequest(_message.Message):
     rerank: bool
     topic: str
     topic_only: bool
-    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., query: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., tags: _Optional[_Iterable[str]] = ..., k: _Optional[int] = ..., min_similarity: _Optional[float] = ..., relative_cutoff: _Optional[float] = ..., fusion: _Optional[str] = ..., kinds: _Optional[_Iterable[str]] = ..., types: _Optional[_Iterable[str]] = ..., repo: _Optional[str] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., mode: _Optional[str] = ..., include_archived: _Optional[bool] = ..., rerank: _Optional[bool] = ..., topic: _Optional[str] = ..., topic_only: _Optional[bool] = ...) -> None: ...
+    include_stale: bool
+    depth: str
+    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., query: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., tags: _Optional[_Iterable[str]] = ..., k: _Optional[int] = ..., min_similarity: _Optional[float] = ..., relative_cutoff: _Optional[float] = ..., fusion: _Optional[str] = ..., kinds: _Optional[_Iterable[str]] = ..., types: _Optional[_Iterable[str]] = ..., repo: _Optional[str] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., mode: _Optional[str] = ..., include_archived: _Optional[bool] = ..., rerank: _Optional[bool] = ..., topic: _Optional[str] = ..., topic_only: _Optional[bool] = ..., include_stale: _Optional[bool] = ..., depth: _Optional[str] = ...) -> None: ...
 
 class SearchStats(_message.Message):
     __slots__ = ("candidates", "dense_candidates", "lexical_candidates", "embed_ms", "candidates_ms", "total_ms", "fusion")
@@ -71,7 +75,7 @@ class SearchStats(_message.Message):
     def __init__(self, candidates: _Optional[int] = ..., dense_candidates: _Optional[int] = ..., lexical_candidates: _Optional[int] = ..., embed_ms: _Optional[float] = ..., candidates_ms: _Optional[float] = ..., total_ms: _Optional[float] = ..., fusion: _Optional[str] = ...) -> None: ...
 
 class SearchHit(_message.Message):
-    __slots__ = ("memory", "similarity", "score", "lexical_match", "entity_overlap", "active_task", "topic_match")
+    __slots__ = ("memory", "similarity", "score", "lexical_match", "entity_overlap", "active_task", "topic_match", "premise_of", "hops")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     SIMILARITY_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -79,6 +83,8 @@ class SearchHit(_message.Message):
     ENTITY_OVERLAP_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_TASK_FIELD_NUMBER: _ClassVar[int]
     TOPIC_MATCH_FIELD_NUMBER: _ClassVar[int]
+    PREMISE_OF_FIELD_NUMBER: _ClassVar[int]
+    HOPS_FIELD_NUMBER: _ClassVar[int]
     memory: _common_pb2.Memory
     similarity: float
     score: float
@@ -86,17 +92,23 @@ class SearchHit(_message.Message):
     entity_overlap: float
     active_task: bool
     topic_match: bool
-    def __init__(self, memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., similarity: _Optional[float] = ..., score: _Optional[float] = ..., lexical_match: _Optional[bool] = ..., entity_overlap: _Optional[float] = ..., active_task: _Optional[bool] = ..., topic_match: _Optional[bool] = ...) -> None: ...
+    premise_of: str
+    hops: int
+    def __init__(self, memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., similarity: _Optional[float] = ..., score: _Optional[float] = ..., lexical_match: _Optional[bool] = ..., entity_overlap: _Optional[float] = ..., active_task: _Optional[bool] = ..., topic_match: _Optional[bool] = ..., premise_of: _Optional[str] = ..., hops: _Optional[int] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
-    __slots__ = ("hits", "degraded", "stats")
+    __slots__ = ("hits", "degraded", "stats", "depth", "depth_reason")
     HITS_FIELD_NUMBER: _ClassVar[int]
     DEGRADED_FIELD_NUMBER: _ClassVar[int]
     STATS_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_REASON_FIELD_NUMBER: _ClassVar[int]
     hits: _containers.RepeatedCompositeFieldContainer[SearchHit]
     degraded: _containers.RepeatedScalarFieldContainer[str]
     stats: SearchStats
-    def __init__(self, hits: _Optional[_Iterable[_Union[SearchHit, _Mapping]]] = ..., degraded: _Optional[_Iterable[str]] = ..., stats: _Optional[_Union[SearchStats, _Mapping]] = ...) -> None: ...
+    depth: str
+    depth_reason: str
+    def __init__(self, hits: _Optional[_Iterable[_Union[SearchHit, _Mapping]]] = ..., degraded: _Optional[_Iterable[str]] = ..., stats: _Optional[_Union[SearchStats, _Mapping]] = ..., depth: _Optional[str] = ..., depth_reason: _Optional[str] = ...) -> None: ...
 
 class GetRequest(_message.Message):
     __slots__ = ("caller", "id")
@@ -107,7 +119,7 @@ class GetRequest(_message.Message):
     def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., id: _Optional[str] = ...) -> None: ...
 
 class ListRequest(_message.Message):
-    __slots__ = ("caller", "scopes", "tags", "limit", "offset", "include_archived", "full", "kinds", "types", "as_of")
+    __slots__ = ("caller", "scopes", "tags", "limit", "offset", "include_archived", "full", "kinds", "types", "as_of", "include_stale")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     SCOPES_FIELD_NUMBER: _ClassVar[int]
     TAGS_FIELD_NUMBER: _ClassVar[int]
@@ -118,6 +130,7 @@ class ListRequest(_message.Message):
     KINDS_FIELD_NUMBER: _ClassVar[int]
     TYPES_FIELD_NUMBER: _ClassVar[int]
     AS_OF_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_STALE_FIELD_NUMBER: _ClassVar[int]
     caller: _common_pb2.Caller
     scopes: _containers.RepeatedScalarFieldContainer[str]
     tags: _containers.RepeatedScalarFieldContainer[str]
@@ -128,7 +141,8 @@ class ListRequest(_message.Message):
     kinds: _containers.RepeatedScalarFieldContainer[str]
     types: _containers.RepeatedScalarFieldContainer[str]
     as_of: _timestamp_pb2.Timestamp
-    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., scopes: _Optional[_Iterable[str]] = ..., tags: _Optional[_Iterable[str]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., include_archived: _Optional[bool] = ..., full: _Optional[bool] = ..., kinds: _Optional[_Iterable[str]] = ..., types: _Optional[_Iterable[str]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    include_stale: bool
+    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., scopes: _Optional[_Iterable[str]] = ..., tags: _Optional[_Iterable[str]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., include_archived: _Optional[bool] = ..., full: _Optional[bool] = ..., kinds: _Optional[_Iterable[str]] = ..., types: _Optional[_Iterable[str]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., include_stale: _Optional[bool] = ...) -> None: ...
 
 class ListResponse(_message.Message):
     __slots__ = ("memories", "total")
@@ -193,7 +207,7 @@ class StatsResponse(_message.Message):
     def __init__(self, scopes: _Optional[_Iterable[_Union[ScopeCount, _Mapping]]] = ..., days: _Optional[int] = ..., searches: _Optional[int] = ..., empty_rate: _Optional[float] = ..., avg_hits: _Optional[float] = ..., avg_top_score: _Optional[float] = ..., p50_ms: _Optional[float] = ..., p95_ms: _Optional[float] = ..., p99_ms: _Optional[float] = ..., degraded_rate: _Optional[float] = ..., recent_misses: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ContextRequest(_message.Message):
-    __slots__ = ("caller", "scopes", "query", "path", "repo", "mode", "thread_id", "budgets")
+    __slots__ = ("caller", "scopes", "query", "path", "repo", "mode", "thread_id", "budgets", "include_stale", "depth")
     class BudgetsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -209,6 +223,8 @@ class ContextRequest(_message.Message):
     MODE_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     BUDGETS_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_STALE_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
     caller: _common_pb2.Caller
     scopes: _containers.RepeatedScalarFieldContainer[str]
     query: str
@@ -217,7 +233,9 @@ class ContextRequest(_message.Message):
     mode: str
     thread_id: str
     budgets: _containers.ScalarMap[str, int]
-    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., scopes: _Optional[_Iterable[str]] = ..., query: _Optional[str] = ..., path: _Optional[str] = ..., repo: _Optional[str] = ..., mode: _Optional[str] = ..., thread_id: _Optional[str] = ..., budgets: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    include_stale: bool
+    depth: str
+    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., scopes: _Optional[_Iterable[str]] = ..., query: _Optional[str] = ..., path: _Optional[str] = ..., repo: _Optional[str] = ..., mode: _Optional[str] = ..., thread_id: _Optional[str] = ..., budgets: _Optional[_Mapping[str, int]] = ..., include_stale: _Optional[bool] = ..., depth: _Optional[str] = ...) -> None: ...
 
 class ContextLayer(_message.Message):
     __slots__ = ("name", "text", "tokens", "budget", "cited_ids", "dropped")
@@ -236,15 +254,19 @@ class ContextLayer(_message.Message):
     def __init__(self, name: _Optional[str] = ..., text: _Optional[str] = ..., tokens: _Optional[int] = ..., budget: _Optional[int] = ..., cited_ids: _Optional[_Iterable[str]] = ..., dropped: _Optional[int] = ...) -> None: ...
 
 class ContextResponse(_message.Message):
-    __slots__ = ("layers", "total_tokens", "mode", "mode_reason", "degraded")
+    __slots__ = ("layers", "total_tokens", "mode", "mode_reason", "degraded", "depth", "depth_reason")
     LAYERS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     MODE_REASON_FIELD_NUMBER: _ClassVar[int]
     DEGRADED_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_REASON_FIELD_NUMBER: _ClassVar[int]
     layers: _containers.RepeatedCompositeFieldContainer[ContextLayer]
     total_tokens: int
     mode: str
     mode_reason: str
     degraded: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, layers: _Optional[_Iterable[_Union[ContextLayer, _Mapping]]] = ..., total_tokens: _Optional[int] = ..., mode: _Optional[str] = ..., mode_reason: _Optional[str] = ..., degraded: _Optional[_Iterable[str]] = ...) -> None: ...
+    depth: str
+    depth_reason: str
+    def __init__(self, layers: _Optional[_Iterable[_Union[ContextLayer, _Mapping]]] = ..., total_tokens: _Optional[int] = ..., mode: _Optional[str] = ..., mode_reason: _Optional[str] = ..., degraded: _Optional[_Iterable[str]] = ..., depth: _Optional[str] = ..., depth_reason: _Optional[str] = ...) -> None: ...

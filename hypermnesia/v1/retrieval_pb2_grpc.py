@@ -71,6 +71,11 @@ class RetrievalStub:
                 request_serializer=hypermnesia_dot_v1_dot_common__pb2.LiveSettingsRequest.SerializeToString,
                 response_deserializer=hypermnesia_dot_v1_dot_common__pb2.LiveSettings.FromString,
                 _registered_method=True)
+        self.GetStatus = channel.unary_unary(
+                '/hypermnesia.v1.Retrieval/GetStatus',
+                request_serializer=hypermnesia_dot_v1_dot_common__pb2.StatusRequest.SerializeToString,
+                response_deserializer=hypermnesia_dot_v1_dot_common__pb2.ServiceStatus.FromString,
+                _registered_method=True)
 
 
 class RetrievalServicer:
@@ -90,7 +95,7 @@ class RetrievalServicer:
         raise NotImplementedError('Method not implemented!')
 
     def List(self, request, context):
-        """An index of memories, newest first; bodies only when `full` (seed 001's memory_list).
+        """An index of memories, newest first; bodies only when `full` (what memory_list answers).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -104,14 +109,14 @@ class RetrievalServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Stats(self, request, context):
-        """Store size per scope and recall health from search_log (seed 001's memory_stats).
+        """Store size per scope and recall health from search_log (what memory_stats answers).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def AssembleContext(self, request, context):
-        """The layered context block for a session or a question (seed 002), within token budgets.
+        """The layered context block for a session or a question, within token budgets.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -119,6 +124,13 @@ class RetrievalServicer:
 
     def GetLiveSettings(self, request, context):
         """The settings this service runs with that callers may quote (memory_usage_guide).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetStatus(self, request, context):
+        """Its dependencies, each checked with a short deadline (the gateway's /health).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -161,6 +173,11 @@ def add_RetrievalServicer_to_server(servicer, server):
                     servicer.GetLiveSettings,
                     request_deserializer=hypermnesia_dot_v1_dot_common__pb2.LiveSettingsRequest.FromString,
                     response_serializer=hypermnesia_dot_v1_dot_common__pb2.LiveSettings.SerializeToString,
+            ),
+            'GetStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetStatus,
+                    request_deserializer=hypermnesia_dot_v1_dot_common__pb2.StatusRequest.FromString,
+                    response_serializer=hypermnesia_dot_v1_dot_common__pb2.ServiceStatus.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -353,6 +370,33 @@ class Retrieval:
             '/hypermnesia.v1.Retrieval/GetLiveSettings',
             hypermnesia_dot_v1_dot_common__pb2.LiveSettingsRequest.SerializeToString,
             hypermnesia_dot_v1_dot_common__pb2.LiveSettings.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hypermnesia.v1.Retrieval/GetStatus',
+            hypermnesia_dot_v1_dot_common__pb2.StatusRequest.SerializeToString,
+            hypermnesia_dot_v1_dot_common__pb2.ServiceStatus.FromString,
             options,
             channel_credentials,
             insecure,

@@ -26,7 +26,7 @@ if _version_not_supported:
 
 
 class StructureAdminStub:
-    """Tiers 0 and 1 (seed 000): the hand-authored structural model of a repository. Deterministic:
+    """Tiers 0 and 1: the hand-authored structural model of a repository. Deterministic:
     no model in the loop. The map of one repo is replaced as a whole by LoadMap.
 
     The write side, served by the curation process.
@@ -46,7 +46,7 @@ class StructureAdminStub:
 
 
 class StructureAdminServicer:
-    """Tiers 0 and 1 (seed 000): the hand-authored structural model of a repository. Deterministic:
+    """Tiers 0 and 1: the hand-authored structural model of a repository. Deterministic:
     no model in the loop. The map of one repo is replaced as a whole by LoadMap.
 
     The write side, served by the curation process.
@@ -77,7 +77,7 @@ def add_StructureAdminServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class StructureAdmin:
-    """Tiers 0 and 1 (seed 000): the hand-authored structural model of a repository. Deterministic:
+    """Tiers 0 and 1: the hand-authored structural model of a repository. Deterministic:
     no model in the loop. The map of one repo is replaced as a whole by LoadMap.
 
     The write side, served by the curation process.

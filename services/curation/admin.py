@@ -103,13 +103,17 @@ async def purge(pool: asyncpg.Pool, memory_id_text: str, principal: str) -> int:
         if row is None and not record_ids:
             raise NotFound(f"no memory or record {memory_id_text}")
         scope = row["scope"] if row is not None else await maintenance_repo.records_scope(conn, record_ids)
+        assert scope is not None, "a memory's records have its scope"
         removed = await maintenance_repo.record_payloads(conn, record_ids)
         await maintenance_repo.delete_record_texts(conn, record_ids)
         # Vectors are derived from the text and could leak it: erase every version's vector too.
         texts = _embedded_texts([json.loads(payload) for payload in removed])
         if row is not None:
             texts.append(embedding_text(row["description"], row["content"]))
-        await maintenance_repo.delete_kept_vectors(conn, [repo.text_sha256(t) for t in texts])
+        vector_hashes = sorted(
+            {repo.text_sha256(t) for t in texts} | set(await _purged_hashes(conn, memory_id))
+        )
+        await maintenance_repo.delete_kept_vectors(conn, vector_hashes)
         reclose = None
         if row is not None and row["supersedes"] is not None:
             predecessor = await repo.fetch_full(conn, row["supersedes"])
@@ -119,8 +123,13 @@ async def purge(pool: asyncpg.Pool, memory_id_text: str, principal: str) -> int:
                     "valid_to": memory_fields.iso(predecessor["valid_to"]),
                 }
         if row is not None:
+            # The delete trigger (migration 0023) takes its df counts, kept vector, own evidence
+            # edges, orphaned entities and map position with it; its conclusions go stale.
             await repo.delete_memory(conn, memory_id)
+        blanked = await maintenance_repo.forget_leftovers(conn, memory_id, scope)
         now = datetime.now(UTC)
+        # The purge record keeps the hashes of the erased vectors (no text) so that
+        # `verify --forgotten` can still look for them once the texts are gone.
         await rawlog.append(
             conn,
             scope=scope,
@@ -128,12 +137,93 @@ async def purge(pool: asyncpg.Pool, memory_id_text: str, principal: str) -> int:
             operation="purge",
             author=principal,
             target_id=memory_id,
-            payload=payloads.event("purge", memory_id, now, records=len(removed), reclose=reclose),
+            payload=payloads.event(
+                "purge",
+                memory_id,
+                now,
+                records=len(removed),
+                reclose=reclose,
+                vectors=vector_hashes,
+                proposals_blanked=blanked,
+            ),
         )
     log.warning(
         "purged %s: removed the text of %d records (audited as a purge record)", memory_id, len(removed)
     )
     return len(removed)
+
+
+async def _purged_hashes(conn: asyncpg.Connection, memory_id: uuid.UUID) -> list[str]:
+    """The vector hashes an earlier purge of this memory recorded (a second purge keeps them)."""
+    payload = await maintenance_repo.purge_record(conn, memory_id)
+    return list(json.loads(payload).get("vectors") or []) if payload else []
+
+
+# Where a memory's content can live besides its row, and what each place holds once it is
+# forgotten. `by design` places are kept by a delete (the history stays in the raw log; a purge
+# erases them) and only count against a purged memory.
+KEPT_BY_DELETE = ("raw log texts", "proposals quoting it", "proposal record texts")
+INFORMATION = (
+    "search log: holds the queries people typed (never memory text); hits are not stored",
+    "context caches: none is persisted; the retrieval service's in-process read cache expires in seconds",
+)
+
+
+@dataclass
+class ForgottenReport:
+    memory_id: str
+    state: str  # "purged", "deleted" or "present"
+    places: dict[str, int]
+    kept_by_design: dict[str, int]
+
+    @property
+    def holding(self) -> dict[str, int]:
+        return {k: v for k, v in self.places.items() if v}
+
+    def lines(self) -> list[str]:
+        out = [f"memory {self.memory_id}: {self.state}"]
+        for place, count in self.places.items():
+            out.append(f"  {place:<30} {'HOLDS ' + str(count) if count else 'clean'}")
+        for place, count in self.kept_by_design.items():
+            if count:
+                out.append(
+                    f"  {place:<30} kept by design: {count} (a delete keeps the history; purge erases it)"
+                )
+        out += [f"  {line}" for line in INFORMATION]
+        return out
+
+
+async def forgotten(pool: asyncpg.Pool, memory_id_text: str) -> ForgottenReport:
+    """Check every place derived content can live for this memory; counts only, no text."""
+    try:
+        memory_id = uuid.UUID(memory_id_text)
+    except ValueError as exc:
+        raise InvalidArgument(f"{memory_id_text!r} is not a memory id (a UUID)") from exc
+    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+        record_ids = await maintenance_repo.record_ids_about(conn, memory_id)
+        row = await repo.fetch_full(conn, memory_id)
+        purge = await maintenance_repo.purge_record(conn, memory_id)
+        if row is None and not record_ids and purge is None:
+            raise NotFound(f"no memory or record {memory_id_text}")
+        scope = (
+            row["scope"]
+            if row is not None
+            else await conn.fetchval(
+                "SELECT scope FROM records WHERE target_id = $1 OR id = $1 LIMIT 1", memory_id
+            )
+        )
+        texts = _embedded_texts(
+            [json.loads(p) for p in await maintenance_repo.record_payloads(conn, record_ids)]
+        )
+        if row is not None:
+            texts.append(embedding_text(row["description"], row["content"]))
+        hashes = sorted({repo.text_sha256(t) for t in texts} | set(await _purged_hashes(conn, memory_id)))
+        places = await maintenance_repo.forgotten_places(conn, memory_id, scope, hashes)
+    state = "purged" if purge is not None else ("present" if row is not None else "deleted")
+    kept = {}
+    if state == "deleted":
+        kept = {k: places.pop(k) for k in KEPT_BY_DELETE}
+    return ForgottenReport(str(memory_id), state, places, kept)
 
 
 def _embedded_texts(payload_list: list[dict[str, Any]]) -> list[str]:

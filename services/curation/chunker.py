@@ -1,4 +1,4 @@
-"""Structure-aware markdown chunking (seed 002).
+"""Structure-aware markdown chunking for document ingestion.
 
 The text is cut into blocks (heading, fenced code, list, table, paragraph) and blocks are packed
 into chunks of TARGET_MIN-TARGET_MAX tokens, counted with the embedder's tokenizer. A code block,

@@ -1,4 +1,4 @@
-"""The entity index (seed 002 links memories through the entities they mention): a memory's links
+"""The entity index (memories linked through the entities they mention): a memory's links
 are replaced from its current text with the shared extractor (hypermnesia/entities.py)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Document ingestion (seed 002): markdown files -> chunks -> document memories.
+"""Document ingestion: markdown files -> chunks -> document memories.
 
 A file whose content hash is unchanged is skipped; a changed file's new chunks supersede its old
 ones (old chunk i is closed by new chunk min(i, n-1)); a file gone from the tree has its chunks

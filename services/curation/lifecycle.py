@@ -1,4 +1,4 @@
-"""Forgetting (seed 001): archive stale, unimportant memories (soft, dry run by default), restore,
+"""Forgetting: archive stale, unimportant memories (soft, dry run by default), restore,
 and the periodic sweep. Core memories (decay class none) are pinned and never forgotten."""
 
 from __future__ import annotations

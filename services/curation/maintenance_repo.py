@@ -21,6 +21,8 @@ __all__ = [
     "delete_kept_vectors",
     "delete_record_texts",
     "existing_memory_ids",
+    "forget_leftovers",
+    "forgotten_places",
     "lock_out_writers",
     "memories_for_export",
     "move_pin",
@@ -76,6 +78,112 @@ async def delete_record_texts(conn: asyncpg.Connection, record_ids: Sequence[uui
 
 async def delete_kept_vectors(conn: asyncpg.Connection, text_hashes: Sequence[str]) -> None:
     await conn.execute("DELETE FROM embedding_store WHERE text_sha256 = ANY($1)", list(text_hashes))
+
+
+async def forget_leftovers(conn: asyncpg.Connection, memory_id: uuid.UUID, scope: str) -> int:
+    """What the memory row's delete trigger (migration 0023) cannot reach, or did not when the
+    memory was deleted before it existed: its own evidence edges, orphaned entities, df-0 terms,
+    and the text of the Dreamer's proposals that quote it (and of their records). Returns how
+    many proposals were blanked."""
+    await conn.execute("DELETE FROM evidence_edges WHERE derived_id = $1", memory_id)
+    await conn.execute(
+        "DELETE FROM entities e WHERE e.scope = $1"
+        " AND NOT EXISTS (SELECT 1 FROM memory_entities me WHERE me.entity_id = e.id)",
+        scope,
+    )
+    await conn.execute("DELETE FROM lexical_df WHERE scope = $1 AND df <= 0", scope)
+    proposals = await conn.fetch(
+        "UPDATE proposals SET content = '', description = '',"
+        " rationale = 'removed: it quoted purged memory ' || $1::text"
+        " WHERE ($1 = ANY(evidence) OR result_id = $1) AND (content <> '' OR description <> '')"
+        " RETURNING id",
+        memory_id,
+    )
+    ids = [r["id"] for r in proposals]
+    if ids:
+        await conn.execute(
+            "DELETE FROM record_texts t USING records r WHERE r.id = t.record_id AND r.target_id = ANY($1)",
+            ids,
+        )
+    if await conn.fetchval("SELECT to_regclass('memory_positions') IS NOT NULL"):
+        await conn.execute("DELETE FROM memory_positions WHERE memory_id = $1", memory_id)
+    return len(ids)
+
+
+async def forgotten_places(
+    conn: asyncpg.Connection, memory_id: uuid.UUID, scope: str, vector_hashes: Sequence[str]
+) -> dict[str, Any]:
+    """How much of the memory each derived place still holds (0 everywhere = forgotten). Counts
+    only: nothing here returns a word of the text."""
+    lexical = await conn.fetchrow(
+        "WITH actual AS ("
+        "  SELECT t.term, count(*) AS df FROM memories m, unnest(tsvector_to_array(m.search_tsv)) AS t(term)"
+        "  WHERE m.scope = $1 GROUP BY t.term)"
+        " SELECT count(*) FILTER (WHERE a.df IS NULL) AS orphan_terms,"
+        "        count(*) FILTER (WHERE a.df IS NOT NULL AND d.df > a.df) AS overcounted"
+        " FROM lexical_df d LEFT JOIN actual a ON a.term = d.term WHERE d.scope = $1",
+        scope,
+    )
+    docs = await conn.fetchrow(
+        "SELECT s.docs - (SELECT count(*) FROM memories WHERE scope = $1) AS extra_docs,"
+        " s.total_len - (SELECT coalesce(sum(lex_len), 0) FROM memories WHERE scope = $1) AS extra_len"
+        " FROM lexical_scope s WHERE s.scope = $1",
+        scope,
+    )
+    positions = 0
+    if await conn.fetchval("SELECT to_regclass('memory_positions') IS NOT NULL"):
+        positions = await conn.fetchval(
+            "SELECT count(*) FROM memory_positions WHERE memory_id = $1", memory_id
+        )
+    return {
+        "memories": await conn.fetchval("SELECT count(*) FROM memories WHERE id = $1", memory_id),
+        "stored vectors": await conn.fetchval(
+            "SELECT count(*) FROM embedding_store WHERE text_sha256 = ANY($1::text[])", list(vector_hashes)
+        ),
+        "lexical terms": int(lexical["orphan_terms"]) + int(lexical["overcounted"]),
+        "lexical totals": int(bool(docs and (docs["extra_docs"] > 0 or docs["extra_len"] > 0))),
+        "entity links": await conn.fetchval(
+            "SELECT count(*) FROM memory_entities WHERE memory_id = $1", memory_id
+        ),
+        "orphaned entities": await conn.fetchval(
+            "SELECT count(*) FROM entities e WHERE e.scope = $1"
+            " AND NOT EXISTS (SELECT 1 FROM memory_entities me WHERE me.entity_id = e.id)",
+            scope,
+        ),
+        "evidence edges": await conn.fetchval(
+            "SELECT count(*) FROM evidence_edges WHERE derived_id = $1", memory_id
+        ),
+        "conclusions not marked stale": await conn.fetchval(
+            "SELECT count(*) FROM evidence_edges e JOIN memories m ON m.id = e.derived_id"
+            " WHERE e.premise_id = $1 AND m.stale_at IS NULL",
+            memory_id,
+        ),
+        "proposals quoting it": await conn.fetchval(
+            "SELECT count(*) FROM proposals WHERE ($1 = ANY(evidence) OR result_id = $1)"
+            " AND (content <> '' OR description <> '')",
+            memory_id,
+        ),
+        "proposal record texts": await conn.fetchval(
+            "SELECT count(*) FROM record_texts t JOIN records r ON r.id = t.record_id"
+            " JOIN proposals p ON p.id = r.target_id WHERE $1 = ANY(p.evidence) OR p.result_id = $1",
+            memory_id,
+        ),
+        "3D map position": int(positions),
+        "raw log texts": await conn.fetchval(
+            "SELECT count(*) FROM record_texts t JOIN records r ON r.id = t.record_id"
+            " WHERE (r.target_id = $1 OR r.id = $1) AND r.operation <> 'purge'",
+            memory_id,
+        ),
+    }
+
+
+async def purge_record(conn: asyncpg.Connection, memory_id: uuid.UUID) -> str | None:
+    """The payload of the latest purge record about this memory (it holds hashes, no text)."""
+    return await conn.fetchval(
+        "SELECT t.payload FROM records r JOIN record_texts t ON t.record_id = r.id"
+        " WHERE r.target_id = $1 AND r.operation = 'purge' ORDER BY r.seq DESC LIMIT 1",
+        memory_id,
+    )
 
 
 # ---- export / import -------------------------------------------------------------------------

@@ -1,12 +1,15 @@
 """What each raw-log record carries, and how a replay applies it to the curated layer.
 
-The raw log is the truth (seed 002); `memories` is derived from it. So every write's payload is
+The raw log is the truth; `memories` is derived from it. So every write's payload is
 complete enough to redo the write with no other input: a create carries every curated column,
 an update carries every column it set, and an event names its memory and its time. The live
 write path and `apply` below must agree; the rebuild's `--check` is the test that they do.
 
 Payload ops:
-  create   {"op", "memory": {all columns}, "closes"?: id | [ids]}   the memory(ies) it supersedes
+  create   {"op", "memory": {all columns}, "closes"?: id | [ids], "evidence"?: [ids]}   the
+           memory(ies) it supersedes; the premises a derived memory rests on (evidence edges)
+  evidence {"op", "id", "premises": [ids], "at"}   edges added to an existing conclusion
+  perspective {"op", "id", "observer", "observed"}   (not part of the compared columns)
   update   {"op", "id", "set": {columns}, "reason"?}
   archive  {"op", "id", "at", "reason"?}     restore {"op", "id", "at"}
   retire   {"op", "id", "at"}                a document chunk whose file was deleted
@@ -57,6 +60,28 @@ def event(op: str, memory_id: uuid.UUID, at: datetime, **extra: Any) -> dict[str
     return data
 
 
+def evidence(derived: uuid.UUID, premises: list[uuid.UUID], at: datetime) -> dict[str, Any]:
+    return {
+        "v": PAYLOAD_VERSION,
+        "op": "evidence",
+        "id": str(derived),
+        "premises": [str(p) for p in premises],
+        "at": iso(at),
+    }
+
+
+def edges(payload: Mapping[str, Any]) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """The evidence edges (derived, premise) a record adds: rebuild restores them with the memories."""
+    op = payload.get("op")
+    if op == "create" and payload.get("evidence"):
+        derived = uuid.UUID(payload["memory"]["id"])
+        return [(derived, uuid.UUID(p)) for p in payload["evidence"]]
+    if op == "evidence":
+        derived = uuid.UUID(payload["id"])
+        return [(derived, uuid.UUID(p)) for p in payload.get("premises", [])]
+    return []
+
+
 def apply(state: dict[uuid.UUID, dict[str, Any]], payload: Mapping[str, Any]) -> None:
     """Redo one record on `state` (memory id -> curated columns), exactly as the live write did."""
     op = payload.get("op")
@@ -78,8 +103,8 @@ def apply(state: dict[uuid.UUID, dict[str, Any]], payload: Mapping[str, Any]) ->
         if reclose and (old := state.get(uuid.UUID(reclose["id"]))) is not None:
             old["superseded_by"] = memory_id
             old["valid_to"] = parse_time(reclose["valid_to"])
-    elif current is None:
-        return  # a later purge removed it; its events have nothing left to act on
+    elif current is None or op in ("evidence", "perspective"):
+        return  # a later purge removed it; or graph data, replayed by `edges`, not a column
     elif op == "update":
         current.update(memory_fields.from_json_partial(payload["set"]))
     elif op == "archive":

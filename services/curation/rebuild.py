@@ -1,4 +1,4 @@
-"""Rebuild (seed 002): the curated layer is derived, the raw log is the truth.
+"""Rebuild: the curated layer is derived, the raw log is the truth.
 
 The raw log is replayed, in seq order, into a shadow copy of the memories (in memory: id ->
 curated columns), which is then compared with the live table. `check` reports every difference;
@@ -10,6 +10,9 @@ Stored vectors are re-used: the live row's where its text is unchanged, else the
 embedding_store (vectors by text, all made by the pinned model: reindex refills it when the pin
 moves); only text never embedded before is embedded. Access counters are side
 effects of reads and are not in the raw log, so they are neither compared nor overwritten.
+
+Evidence edges (the graph a derived memory rests on) are replayed too, from the create records
+that carry `evidence` and the `evidence` records, and compared and restored like the memories.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 import asyncpg
 
 from hypermnesia.v1 import curation_pb2
-from services.curation import entities, memory_fields, payloads, rawlog, records_repo, repo
+from services.curation import entities, graph_repo, memory_fields, payloads, rawlog, records_repo, repo
 from services.curation.embedding import EmbedFn, embedding_text
 
 log = logging.getLogger(__name__)
@@ -42,6 +45,8 @@ class RebuildReport:
     reembedded: int = 0
     differences: list[str] = field(default_factory=list)
     applied: bool = False
+    edges_added: int = 0
+    edges_removed: int = 0
 
     def to_message(self) -> curation_pb2.RebuildResponse:
         return curation_pb2.RebuildResponse(
@@ -60,7 +65,8 @@ class RebuildReport:
         return (
             f"replayed {self.replayed} records against {self.live} live memories; {verb} "
             f"{self.inserted} missing, {self.updated} different, {self.deleted} extra; "
-            f"{self.reembedded} re-embedded"
+            f"{self.reembedded} re-embedded; {self.edges_added} evidence edges missing, "
+            f"{self.edges_removed} extra"
         )
 
 
@@ -68,9 +74,13 @@ _COMPARED = [c for c in memory_fields.COLUMNS if c not in memory_fields.ACCESS_C
 
 
 async def replay(
-    conn: asyncpg.Connection, scopes: list[str] | None, progress: Callable[[int], None] | None = None
+    conn: asyncpg.Connection,
+    scopes: list[str] | None,
+    progress: Callable[[int], None] | None = None,
+    edges: set[tuple[uuid.UUID, uuid.UUID]] | None = None,
 ) -> tuple[dict[uuid.UUID, dict[str, Any]], int]:
-    """The curated memories the raw log implies, and how many records were replayed."""
+    """The curated memories the raw log implies, and how many records were replayed; the evidence
+    edges it implies are added to `edges` when given."""
     state: dict[uuid.UUID, dict[str, Any]] = {}
     count = 0
     async for payload in records_repo.payloads_in_order(conn, scopes):
@@ -79,7 +89,10 @@ async def replay(
             progress(1)
         if payload is None:
             continue  # purged: its text is gone, and the purge record removes its memory
-        payloads.apply(state, json.loads(payload))
+        data = json.loads(payload)
+        payloads.apply(state, data)
+        if edges is not None:
+            edges.update(payloads.edges(data))
     return state, count
 
 
@@ -105,8 +118,15 @@ class Rebuilder:
             if not check:
                 # Hold the chain head: no write can land between the replay and the swap.
                 await rawlog.lock_head(conn)
-            shadow, report.replayed = await replay(conn, scopes, progress)
+            replayed_edges: set[tuple[uuid.UUID, uuid.UUID]] = set()
+            shadow, report.replayed = await replay(conn, scopes, progress, replayed_edges)
             live = {r["id"]: dict(r) for r in await repo.curated_rows(conn, scopes)}
+            # Edges of conclusions that exist (a deleted conclusion's edges count on neither side).
+            replayed_edges = {e for e in replayed_edges if e[0] in shadow}
+            live_edges = await graph_repo.edges_in_scopes(conn, scopes)
+            edges_missing = sorted(replayed_edges - live_edges)
+            edges_extra = sorted(live_edges - replayed_edges)
+            report.edges_added, report.edges_removed = len(edges_missing), len(edges_extra)
             report.live = len(live)
             missing = [i for i in shadow if i not in live]
             extra = [i for i in live if i not in shadow]
@@ -119,10 +139,14 @@ class Rebuilder:
                 ]
                 + [f"{i}: in memories but not in the raw log" for i in extra[:MAX_REPORTED]]
                 + [d for i in changed[:MAX_REPORTED] for d in _differences(i, live[i], shadow[i])]
+                + [f"evidence edge {d} -> {p}: missing" for d, p in edges_missing[:MAX_REPORTED]]
+                + [f"evidence edge {d} -> {p}: not in the raw log" for d, p in edges_extra[:MAX_REPORTED]]
             )
             if check:
                 return report
             await self._apply(conn, shadow, live, missing, extra, changed, report)
+            await graph_repo.delete_edges(conn, edges_extra)
+            await graph_repo.insert_edges(conn, edges_missing, "system:rebuild")
             report.applied = True
         log.info("rebuild: %s", report.summary())
         return report

@@ -1,4 +1,4 @@
-"""The records API's write side (seed 002): raw records in, curated memories out.
+"""The records API's write side: raw records in, curated memories out.
 
 A writer says what it observed (a conversation turn, a document, a state object, a note); curation
 decides what it becomes. Each new record creates one memory with the same id, so the id returned

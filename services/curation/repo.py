@@ -14,7 +14,7 @@ import asyncpg
 import numpy as np
 
 from hypermnesia.memory_rows import MEMORY_COLUMNS, live_sql, predecessors_sql
-from services.curation import memory_fields
+from services.curation import memory_fields, projection_repo
 from services.curation.embedding import embedding_text
 
 _INSERT = (
@@ -57,7 +57,13 @@ async def insert_memories(
     await store_vectors(conn, [embedding_text(r["description"], r["content"]) for r in rows], vectors)
     if len(args) < _COPY_FROM:
         await conn.executemany(_INSERT, args)
-        return
+    else:
+        await _insert_many(conn, args)
+    # The 3D map's position, with the current basis, in the same transaction as the row.
+    await projection_repo.project(conn, [r["id"] for r in rows])
+
+
+async def _insert_many(conn: asyncpg.Connection, args: list[tuple[Any, ...]]) -> None:
     columns = [*memory_fields.COLUMNS, "embedding"]
     await conn.execute(
         "CREATE TEMP TABLE memories_incoming ON COMMIT DROP AS"
@@ -114,6 +120,8 @@ async def update_memory(
             await store_vectors(conn, [text], [vector])
     args.append(memory_id)
     await conn.execute(f"UPDATE memories SET {', '.join(sets)} WHERE id = ${len(args)}", *args)
+    if vector is not None:
+        await projection_repo.project(conn, [memory_id])
 
 
 async def close_memory(
@@ -126,6 +134,15 @@ async def close_memory(
 
 
 async def delete_memory(conn: asyncpg.Connection, memory_id: uuid.UUID) -> None:
+    """A delete or purge: the row and, with it, every version's kept vector (an edit leaves the
+    earlier text's vector behind otherwise). A rebuild's removal of an extra row keeps vectors
+    (delete_memories): they are the raw layer's, reused when the row is derived again."""
+    await conn.execute(
+        "DELETE FROM embedding_store WHERE text_sha256 IN ("
+        " SELECT hm_embedding_text_sha256(description, content) FROM memories WHERE id = $1"
+        " UNION SELECT unnest(hm_version_text_hashes($1)))",
+        memory_id,
+    )
     await delete_memories(conn, [memory_id])
 
 

@@ -16,9 +16,10 @@ from hypermnesia.bootstrap import connect_embedder, open_store
 from hypermnesia.grpc_server import create_server, mark_serving, run_until_signalled, start_metrics_server
 from hypermnesia.settings import CurationSettings
 from hypermnesia.v1 import curation_pb2, curation_pb2_grpc
-from services.curation import structure_load, tokens
+from services.curation import checkpoints, intelligence_servicer, provenance_servicer, structure_load, tokens
 from services.curation.ingest import Ingester
 from services.curation.lifecycle import Forgetter
+from services.curation.projection import Projector
 from services.curation.rebuild import Rebuilder
 from services.curation.records import RecordImporter
 from services.curation.servicer import Curation, CurationServicer
@@ -51,22 +52,55 @@ async def running(settings: CurationSettings) -> AsyncIterator[tuple[grpc.aio.Se
         ),
     )
     _attach_optional(curation, store.pool, writer)
+    intelligence = intelligence_servicer.Intelligence.build(store.pool, writer.embeddings, settings)
     server, port, health = create_server(
         [
             (curation_pb2_grpc.add_CurationServicer_to_server, CurationServicer(curation), SERVICE_NAME),
             structure_load.registration(store.pool),
             tokens.registration(store.pool),
+            provenance_servicer.registration(store.pool),
+            intelligence_servicer.registration(intelligence),
         ],
         settings.host,
         settings.curation_port,
     )
     await server.start()
-    await mark_serving(health, [SERVICE_NAME, structure_load.SERVICE_NAME, tokens.SERVICE_NAME])
+    await mark_serving(
+        health,
+        [
+            SERVICE_NAME,
+            structure_load.SERVICE_NAME,
+            tokens.SERVICE_NAME,
+            provenance_servicer.SERVICE_NAME,
+            intelligence_servicer.SERVICE_NAME,
+        ],
+    )
     background = []
+    if settings.checkpoint_dir is not None and settings.checkpoint_hours > 0:
+        background.append(
+            asyncio.create_task(
+                checkpoints.run_schedule(
+                    store.pool, settings.checkpoint_dir, settings.checkpoint_hours, settings.checkpoint_key
+                ),
+                name="checkpoints",
+            )
+        )
     if settings.forget_sweep_hours > 0:
         background.append(asyncio.create_task(curation.forgetter.run_sweeps(settings.forget_sweep_hours)))
     if settings.scope_graph_rows > 0:
         background.append(asyncio.create_task(scope_graphs.maintain(store.pool, settings.scope_graph_rows)))
+    if settings.viz_refresh_s > 0:
+        projector = Projector(
+            store.pool, refit_growth=settings.viz_refit_growth, refit_hours=settings.viz_refit_hours
+        )
+        background.append(asyncio.create_task(projector.run(settings.viz_refresh_s)))
+    for job, hours in (
+        ("daily", settings.consolidation_daily_hours),
+        ("weekly", settings.consolidation_weekly_hours),
+        ("monthly", settings.consolidation_monthly_hours),
+    ):
+        if hours > 0:
+            background.append(asyncio.create_task(intelligence.consolidator.run_schedule(job, hours)))
     log.info("curation serving on %s:%d", settings.host, port)
     try:
         yield server, port, writer
@@ -76,6 +110,7 @@ async def running(settings: CurationSettings) -> AsyncIterator[tuple[grpc.aio.Se
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await server.stop(2)
+        await intelligence.close()
         await embedder.close()
         await store.close()
 

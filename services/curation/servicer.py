@@ -9,7 +9,7 @@ from typing import Any
 import grpc
 from google.protobuf.json_format import MessageToDict
 
-from hypermnesia import validation
+from hypermnesia import status, validation
 from hypermnesia.errors import InvalidArgument, NotFound
 from hypermnesia.memory_rows import memory_from_row
 from hypermnesia.scopes import permits, require
@@ -276,3 +276,8 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
                 "HM_FORGET_IMPORTANCE_FLOOR": f"{f.importance_floor:g}",
             }
         )
+
+    async def GetStatus(
+        self, request: common_pb2.StatusRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.ServiceStatus:
+        return await status.service_status(self.writer.pool, self.writer.embedder)

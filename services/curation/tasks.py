@@ -1,4 +1,4 @@
-"""Automatic task extraction from conversation records (seed 002), and the task lifecycle.
+"""Automatic task extraction from conversation records, and the task lifecycle.
 
     task_confidence = signal_strength * 0.6 + entity_density * 0.25 + recency_boost * 0.15
 
@@ -82,7 +82,7 @@ def find(text: str) -> list[tuple[str, float]]:
 
 def score(task: str, signal: float, known: set[tuple[str, str]], recent_turns: list[str]) -> Candidate:
     found = extract(task)
-    # Seed 002: "does the task reference known project entities? (boosted if yes)".
+    # A task that references known project entities is boosted.
     density = 1.0 if any(e in known for e in found) else 0.0
     words = set(_WORD.findall(task.lower()))
     recency = 0.0

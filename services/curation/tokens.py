@@ -6,7 +6,6 @@ the text is shown once, when it is made. The Tokens RPC answers who a token hash
 
 from __future__ import annotations
 
-import hashlib
 import re
 import secrets
 import uuid
@@ -18,6 +17,7 @@ import grpc
 from hypermnesia import validation
 from hypermnesia.errors import InvalidArgument, NotFound
 from hypermnesia.grpc_server import Registration
+from hypermnesia.scopes import token_sha256
 from hypermnesia.v1 import tokens_pb2, tokens_pb2_grpc
 from services.curation import tokens_repo
 
@@ -29,10 +29,6 @@ MAX_PRINCIPAL_CHARS = 200
 
 def new_token() -> str:
     return PREFIX + secrets.token_urlsafe(32)
-
-
-def token_sha256(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def _check_grant(grant: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -58,7 +58,7 @@ class UpdateInput:
     principal: str
     grants: tuple[str, ...]
     id: str
-    # Only the fields present here change (seed 001's memory_update).
+    # Only the fields present here change (memory_update is a partial edit).
     changes: dict[str, Any] = field(default_factory=dict)
 
 
@@ -147,7 +147,20 @@ class MemoryWriter:
                 return nearest[0]
         return None
 
+    async def _in_superseded_scope(self, item: SaveInput) -> SaveInput:
+        """A correction named with no scope lives where the memory it corrects lives (the only scope
+        it may be saved in): the caller need not know it, and a session's project is not it when the
+        memory is, say, a `user:` one."""
+        target = validation.parse_id(item.supersedes)
+        async with self.pool.acquire() as conn:
+            old = await repo.fetch_memory(conn, target)
+        if old is None or not permits(item.grants, old["scope"]):
+            raise NotFound(f"cannot supersede {target}: no such memory in your scopes")
+        return replace(item, scope=old["scope"])
+
     async def save(self, item: SaveInput) -> SaveResult:
+        if item.supersedes and not item.scope:
+            item = await self._in_superseded_scope(item)
         self.validate(item)
         kind = item.kind or DEFAULT_KIND
         target = validation.parse_id(item.supersedes) if item.supersedes else None

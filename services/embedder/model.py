@@ -4,10 +4,12 @@ safetensors are there (cached in the data dir), and run tokenizer + onnxruntime.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import json
 import logging
 import os
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,7 +130,8 @@ class PinnedSession(ort.InferenceSession):
     every parallel op, to the core left over for the length of the call. Unpinned, a batch-1 run
     after an idle spell took about twice as long, consistent with the two threads being woken onto
     one core: in the service, after 20 ms without requests, 8.5 ms on average against 6.0 ms
-    pinned, and 4.3-4.7 ms with 1 ms between requests (docs/PERFORMANCE.md, session 9).
+    pinned, and 4.3-4.7 ms with 1 ms between requests (docs/PERFORMANCE.md, "Finding: a lone
+    query on an idle embedder").
     """
 
     caller_cores: set[int] | None = None
@@ -171,13 +174,86 @@ def worker_affinities(cores: list[int]) -> str:
     return ";".join(str(core + 1) for core in cores[1:])
 
 
+class SharedWeights:
+    """A model's weights read once into memory that several sessions of it use in place
+    (SessionOptions.add_initializer), instead of each session keeping its own copy.
+
+    Sessions loaded with them also take their working memory from one arena for the process
+    (use_env_allocators) rather than an arena each, which every session grew to its own largest
+    batch. Measured on all-MiniLM-L6-v2 (fp32, 90 MB), a wide and two narrow sessions, in one
+    process: 387 MB of PSS loaded with a copy each, 280 MB sharing; after batches of 32 on both
+    narrow sessions, about 540 MB with an arena each and about 385 MB sharing one, at the same
+    throughput (docs/PERFORMANCE.md, "Load"). What each session still holds of its own is what
+    onnxruntime derives from the weights: fused attention weights and the prepacked GEMM
+    operands, which make its runs faster."""
+
+    # Smaller tensors (biases, norms, shapes) are not worth an OrtValue each.
+    MIN_ELEMENTS = 1024
+
+    def __init__(self, path: Path) -> None:
+        import onnx
+        from onnx import numpy_helper
+
+        model = onnx.load(str(path))  # external data too, relative to the file
+        # The arrays must outlive every session using them: onnxruntime reads them in place.
+        self.arrays = {
+            t.name: np.ascontiguousarray(numpy_helper.to_array(t))
+            for t in model.graph.initializer
+            if _elements(t.dims) >= self.MIN_ELEMENTS
+        }
+        del model
+        self.values = {name: ort.OrtValue.ortvalue_from_numpy(a) for name, a in self.arrays.items()}
+        _register_process_arena()
+
+
+_process_arena = threading.Lock()
+_process_arena_registered = False
+
+
+def _register_process_arena() -> None:
+    """onnxruntime's process-wide CPU arena (default settings), registered once per process."""
+    global _process_arena_registered
+    with _process_arena:
+        if _process_arena_registered:
+            return
+        info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
+        ort.create_and_register_allocator(info, ort.OrtArenaCfg({}))
+        _process_arena_registered = True
+
+
+def release_freed_memory() -> None:
+    """Hand the heap freed after loading (the parsed model files: about 50 MB for MiniLM's three
+    sessions) back to the system, where glibc would keep it mapped and counted in the process's
+    resident memory. No-op where there is no glibc."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def _elements(dims: Sequence[int]) -> int:
+    count = 1
+    for d in dims:
+        count *= int(d)
+    return count
+
+
 def load_session(
-    path: Path, *, intra_op_threads: int = 0, inter_op_threads: int = 0, pin: bool = False
+    path: Path,
+    *,
+    intra_op_threads: int = 0,
+    inter_op_threads: int = 0,
+    pin: bool = False,
+    weights: SharedWeights | None = None,
 ) -> PinnedSession:
     """A CPU session; 0 threads means the cores available to the process (cgroup/affinity aware).
     `pin` keeps its threads on cores of their own (PinnedSession) when it uses every core; only
-    for a session that is never run from two threads at once."""
+    for a session that is never run from two threads at once. `weights` (of the same file) are
+    used in place of a copy of the file's own, and the process's one arena in place of an arena of
+    the session's own (SharedWeights)."""
     options = ort.SessionOptions()
+    if weights is not None:
+        for name, value in weights.values.items():
+            options.add_initializer(name, value)
+        options.add_session_config_entry("session.use_env_allocators", "1")
     options.intra_op_num_threads = intra_op_threads or available_cores()
     options.inter_op_num_threads = inter_op_threads or available_cores()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -185,7 +261,7 @@ def load_session(
     # each of the model's parallel ops cost this VM a quarter of a batch-1 query. At the end of
     # the run they stop at once (force_spinning_stop); onnxruntime's default keeps spinning for
     # tens of milliseconds, burning the core the event loop needs to receive the next requests
-    # (docs/PERFORMANCE.md, session 8).
+    # (docs/PERFORMANCE.md, under the idle-embedder finding).
     options.add_session_config_entry("session.intra_op.allow_spinning", "1")
     options.add_session_config_entry("session.force_spinning_stop", "1")
     options.add_session_config_entry("session.inter_op.allow_spinning", "0")

@@ -14,6 +14,7 @@ from hypermnesia.errors import StartupError
 from services.embedder import metrics
 from services.embedder.model import (
     ModelFiles,
+    SharedWeights,
     available_cores,
     count_without_specials,
     fingerprint,
@@ -21,6 +22,7 @@ from services.embedder.model import (
     load_session,
     load_tokenizer,
     pad_batch,
+    release_freed_memory,
     resolve_model,
 )
 from services.embedder.provider import Prepared, ProviderInfo
@@ -74,20 +76,30 @@ class OnnxProvider:
         pad = self.tokenizer.token_to_id("[PAD]")
         self.pad_id = 0 if pad is None else pad
         threads = intra_op_threads or available_cores()
+        self.concurrency = max(1, workers)
+        # One copy of the weights for the wide and the narrow sessions (SharedWeights).
+        self.weights = SharedWeights(files.onnx_path) if self.concurrency > 1 else None
         # Pinned: it runs only when no other batch does, never from two threads at once.
         self.session = load_session(
-            files.onnx_path, intra_op_threads=threads, inter_op_threads=inter_op_threads, pin=True
+            files.onnx_path,
+            intra_op_threads=threads,
+            inter_op_threads=inter_op_threads,
+            pin=True,
+            weights=self.weights,
         )
-        self.concurrency = max(1, workers)
         self._narrow: queue.SimpleQueue = queue.SimpleQueue()
         if self.concurrency > 1:
             narrow_threads = max(1, threads // self.concurrency)
             for _ in range(self.concurrency):
                 self._narrow.put(
                     load_session(
-                        files.onnx_path, intra_op_threads=narrow_threads, inter_op_threads=inter_op_threads
+                        files.onnx_path,
+                        intra_op_threads=narrow_threads,
+                        inter_op_threads=inter_op_threads,
+                        weights=self.weights,
                     )
                 )
+        release_freed_memory()
         self._in_flight = 0
         self._lock = threading.Lock()
         self._wide_batches = metrics.SESSION_BATCHES.labels("wide")

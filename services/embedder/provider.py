@@ -1,4 +1,4 @@
-"""The one protocol every embedding provider implements (seed 001's pluggability).
+"""The one protocol every embedding provider implements, so the embedder is pluggable by configuration.
 
 Batching, the query cache, metrics and backpressure live above this protocol (batcher.py,
 engine.py), so a provider only has to turn texts into token counts and a batch into vectors.

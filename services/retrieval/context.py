@@ -1,10 +1,15 @@
-"""Context assembly (seed 002's layered prompt, plus tiers 0 and 1 from seed 000).
+"""Context assembly: a layered prompt, plus tiers 0 and 1 (the project map and the rules for a path).
 
 Layers, most stable first, each within its own token budget counted with the embedder's
 tokenizer: procedural, project (core memories + the tier-0 project map), path_rules (tier 1,
 when a path is given), memories (hybrid search, answer or manager mode), documents, recent
 (working memories + the thread's latest turns; never fewer than three turns if any exist).
 Items are ranked, then added whole in rank order while they fit; the rest are counted as dropped.
+
+Stale conclusions are left out unless `include_stale` (then flagged in the text). Recall depth
+(hypermnesia/recall_depth.py) shapes the memories layer: `explicit` leaves derived conclusions out
+of every layer; `premises`/`ancestry` add the evidence of the layer's derived rows after them
+(within its budget, so evidence is dropped before a hit); `auto` decides from the layer's search.
 """
 
 from __future__ import annotations
@@ -18,11 +23,11 @@ from typing import Any
 
 import asyncpg
 
-from hypermnesia import validation
+from hypermnesia import recall_depth, validation
 from hypermnesia.embedder_client import EmbedderClient
 from hypermnesia.errors import HypermnesiaError, InvalidArgument, Unavailable
 from services.retrieval import reads, structure
-from services.retrieval.search import Searcher, SearchInput, SearchOutput
+from services.retrieval.search import Evidence, Searcher, SearchInput, SearchOutput
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +68,18 @@ class ContextInput:
     mode: str = "auto"
     thread_id: str = ""
     budgets: dict[str, int] = field(default_factory=dict)
+    include_stale: bool = False
+    depth: str = ""  # empty = derived
+
+
+@dataclass
+class Assembled:
+    layers: list[Layer]
+    mode: str
+    mode_reason: str
+    degraded: list[str]
+    depth: str
+    depth_reason: str
 
 
 def choose_mode(requested: str, query: str) -> tuple[str, str]:
@@ -77,8 +94,22 @@ def choose_mode(requested: str, query: str) -> tuple[str, str]:
     return "answer", "auto: the query asks for information"
 
 
-def _item(memory_id: Any, description: str, content: str) -> str:
-    head = f"[{str(memory_id)[:8]}]"
+def _row_item(row: Any) -> tuple[str, str]:
+    """A memory as a layer item; a stale one (only read with include_stale) says so and why."""
+    note = f"stale: {row['stale_because']}" if row["stale_at"] is not None else ""
+    return str(row["id"]), _item(row["id"], row["description"], row["content"], note)
+
+
+def _evidence_item(e: Evidence) -> tuple[str, str]:
+    row = e.row
+    note = f"evidence for [{str(e.premise_of)[:8]}]"
+    if row["stale_at"] is not None:
+        note += f"; stale: {row['stale_because']}"
+    return str(row["id"]), _item(row["id"], row["description"], row["content"], note)
+
+
+def _item(memory_id: Any, description: str, content: str, note: str = "") -> str:
+    head = f"[{str(memory_id)[:8]}]" + (f" ({note})" if note else "")
     if description and description != content:
         return f"- {head} {description}: {content}"
     return f"- {head} {content}"
@@ -149,7 +180,8 @@ class ContextAssembler:
         k: int,
         degraded: list[str],
         done: list[SearchOutput],
-    ) -> list[Any]:
+        depth: str,
+    ) -> SearchOutput:
         """One layer's search, not logged on its own: the assembly logs one search_log row for the
         question it was asked (assemble), however many layers searched for it."""
         out = await self.searcher.search(
@@ -161,6 +193,8 @@ class ContextAssembler:
                 k=k,
                 kinds=kinds,
                 mode=mode,
+                include_stale=q.include_stale,
+                depth=depth,
             ),
             log=False,
         )
@@ -168,10 +202,14 @@ class ContextAssembler:
         for flag in out.degraded:
             if flag not in degraded:
                 degraded.append(flag)
-        return [c.row for c in out.hits]
+        return out
 
-    async def assemble(self, q: ContextInput) -> tuple[list[Layer], str, str, list[str]]:
+    async def assemble(self, q: ContextInput) -> Assembled:
         mode, reason = choose_mode(q.mode, q.query)
+        depth = recall_depth.check_depth(q.depth, recall_depth.DERIVED)
+        # The layers beside `memories` keep or drop derived rows as asked; only `memories` widens.
+        side_depth = recall_depth.EXPLICIT if depth == recall_depth.EXPLICIT else recall_depth.DERIVED
+        stored_only = depth == recall_depth.EXPLICIT
         budgets = dict(DEFAULT_BUDGETS)
         for name, value in q.budgets.items():
             if name not in DEFAULT_BUDGETS:
@@ -193,18 +231,19 @@ class ContextAssembler:
 
         # 1. Procedural: how this team works.
         if has_query:
-            rows = await self._search(q, mode, ["procedural"], 20, degraded, searches)
+            out = await self._search(q, mode, ["procedural"], 20, degraded, searches, side_depth)
+            rows = [c.row for c in out.hits]
         else:
-            rows = await reads.live_of_kinds(self.pool, scopes, ["procedural"], "important", 20)
-        await fill(
-            layers["procedural"],
-            [(str(r["id"]), _item(r["id"], r["description"], r["content"])) for r in rows],
-            counter,
-        )
+            rows = await reads.live_of_kinds(
+                self.pool, scopes, ["procedural"], "important", 20, q.include_stale, stored_only
+            )
+        await fill(layers["procedural"], [_row_item(r) for r in rows], counter)
 
         # 2. Project: pinned core memories, then the tier-0 map (components + global invariants).
-        core = await reads.live_of_kinds(self.pool, scopes, ["core"], "important", 50)
-        items = [(str(r["id"]), _item(r["id"], r["description"], r["content"])) for r in core]
+        core = await reads.live_of_kinds(
+            self.pool, scopes, ["core"], "important", 50, q.include_stale, stored_only
+        )
+        items = [_row_item(r) for r in core]
         if q.repo:
             items += await self._project_map_items(q)
         await fill(layers["project"], items, counter)
@@ -216,28 +255,43 @@ class ContextAssembler:
             )
 
         # 4. Memories: hybrid search (or, at session start, what changed most recently).
+        # Evidence (premises, ancestry) follows the rows, so the budget drops it before a hit.
         kinds = ["episodic", "semantic"]
         if has_query:
-            rows = await self._search(q, mode, kinds, 30, degraded, searches)
+            out = await self._search(q, mode, kinds, 30, degraded, searches, depth)
+            rows = [c.row for c in out.hits]
+            evidence, depth_used, depth_reason = out.evidence, out.depth, out.depth_reason
         else:
-            rows = await reads.live_of_kinds(self.pool, scopes, kinds, "recalled", 30)
+            rows = await reads.live_of_kinds(
+                self.pool, scopes, kinds, "recalled", 30, q.include_stale, stored_only
+            )
+            depth_used, depth_reason = depth, recall_depth.REQUESTED
+            if depth == recall_depth.AUTO:
+                depth_used = recall_depth.DERIVED
+                depth_reason = (
+                    "auto: no query, so no retrieval evidence to decide from; derived conclusions are kept"
+                )
+            evidence = []
+            if recall_depth.hops_for(depth_used) and rows:
+                evidence = await self.searcher.evidence(
+                    SearchInput(
+                        principal=q.principal, grants=q.grants, query="", scopes=scopes, k=0,
+                        include_stale=q.include_stale,
+                    ),
+                    [r["id"] for r in rows],
+                    recall_depth.hops_for(depth_used),
+                )  # fmt: skip
         await fill(
-            layers["memories"],
-            [(str(r["id"]), _item(r["id"], r["description"], r["content"])) for r in rows],
-            counter,
+            layers["memories"], [_row_item(r) for r in rows] + [_evidence_item(e) for e in evidence], counter
         )
 
         # 5. Documents: chunks that ground the memories.
         if has_query:
-            rows = await self._search(q, mode, ["document"], 20, degraded, searches)
-            await fill(
-                layers["documents"],
-                [(str(r["id"]), _item(r["id"], r["description"], r["content"])) for r in rows],
-                counter,
-            )
+            out = await self._search(q, mode, ["document"], 20, degraded, searches, side_depth)
+            await fill(layers["documents"], [_row_item(c.row) for c in out.hits], counter)
 
         # 6. Recent: working memories and the thread's latest turns (oldest first, at least three).
-        await self._fill_recent(layers["recent"], q, counter)
+        await self._fill_recent(layers["recent"], q, counter, stored_only)
 
         if searches:
             self.searcher.log_searches(
@@ -248,7 +302,7 @@ class ContextAssembler:
                 (time.perf_counter() - started) * 1000,
             )
         ordered = [layers[name] for name in DEFAULT_BUDGETS]
-        return ordered, mode, reason, degraded
+        return Assembled(ordered, mode, reason, degraded, depth_used, depth_reason)
 
     async def _project_map_items(self, q: ContextInput) -> list[tuple[str, str]]:
         try:
@@ -284,20 +338,28 @@ class ContextAssembler:
             items.append((c.id, f"- [{c.severity}] {c.text} ({c.reason})"))
         return items
 
-    async def _fill_recent(self, layer: Layer, q: ContextInput, counter: TokenCounter) -> None:
-        working = await reads.live_of_kinds(self.pool, q.scopes, ["working"], "updated", 20)
+    async def _fill_recent(
+        self, layer: Layer, q: ContextInput, counter: TokenCounter, stored_only: bool
+    ) -> None:
+        working = await reads.live_of_kinds(
+            self.pool, q.scopes, ["working"], "updated", 20, q.include_stale, stored_only
+        )
         turns: list[asyncpg.Record] = []
         if q.thread_id:
-            turns = await reads.latest_turns(self.pool, q.scopes, q.thread_id, 50)
+            turns = await reads.latest_turns(
+                self.pool, q.scopes, q.thread_id, 50, q.include_stale, stored_only
+            )
         # Newest turns first when filling, shown oldest first; the last three are always kept.
-        turn_items = [(str(r["id"]), _item(r["id"], "", r["content"])) for r in turns]
+        turn_items = [
+            (
+                str(r["id"]),
+                _item(r["id"], "", r["content"], f"stale: {r['stale_because']}" if r["stale_at"] else ""),
+            )
+            for r in turns
+        ]
         protected = turn_items[:MIN_RECENT_TURNS]
         rest = turn_items[MIN_RECENT_TURNS:]
-        items = (
-            protected
-            + [(str(r["id"]), _item(r["id"], r["description"], r["content"])) for r in working]
-            + rest
-        )
+        items = protected + [_row_item(r) for r in working] + rest
         await fill(layer, items, counter)
         if turns and layer.text:
             # Show the conversation in order, after the working memories.

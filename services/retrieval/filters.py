@@ -1,5 +1,6 @@
-"""The prefilter of every read: scopes, tags, kinds, types, repo, topic, time range, and liveness (the
-default) or validity at an instant (`as_of`). Produces one SQL fragment over alias `m` with
+"""The prefilter of every read: scopes, tags, kinds, types, repo, topic, time range, liveness (the
+default) or validity at an instant (`as_of`), staleness, and whether derived conclusions count
+(recall depth `explicit` leaves them out). Produces one SQL fragment over alias `m` with
 numbered parameters, so the dense and lexical legs apply exactly the same filter."""
 
 from __future__ import annotations
@@ -8,7 +9,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from hypermnesia.memory_rows import live_sql
+from hypermnesia.memory_rows import fresh_sql, live_sql
+
+# A derived conclusion is a memory with evidence edges (derived -> premise); the edges' primary
+# key (derived_id, premise_id) answers this per row with one index probe.
+STORED_SQL = "NOT EXISTS (SELECT 1 FROM evidence_edges e WHERE e.derived_id = m.id)"
 
 
 @dataclass(frozen=True)
@@ -23,6 +28,10 @@ class Prefilter:
     as_of: datetime | None = None
     include_archived: bool = False
     topic: str = ""  # only memories filed under this topic (metadata.topic_id); empty = any
+    # Stale conclusions (a premise changed) are left out like archived ones unless asked for.
+    include_stale: bool = False
+    # Stored rows only: recall depth `explicit` leaves derived conclusions out.
+    stored_only: bool = False
 
     @property
     def narrows(self) -> bool:
@@ -65,4 +74,12 @@ class Prefilter:
             parts.append("m.superseded_by IS NULL")
         else:
             parts.append(live_sql("m"))
+        if not self.include_stale:
+            if self.as_of is not None:
+                # What was true then: a conclusion that went stale later was still fresh.
+                parts.append(f"(m.stale_at IS NULL OR m.stale_at > {p(self.as_of)})")
+            else:
+                parts.append(fresh_sql("m"))
+        if self.stored_only:
+            parts.append(STORED_SQL)
         return " AND ".join(parts), params

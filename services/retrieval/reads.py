@@ -9,8 +9,8 @@ from datetime import datetime
 
 import asyncpg
 
-from hypermnesia.memory_rows import chain_sql, live_sql, memory_columns
-from services.retrieval.filters import Prefilter
+from hypermnesia.memory_rows import chain_sql, fresh_sql, live_sql, memory_columns
+from services.retrieval.filters import STORED_SQL, Prefilter
 
 
 @dataclass(frozen=True)
@@ -60,13 +60,28 @@ ORDERS = {
 }
 
 
+def _graph_sql(include_stale: bool, stored_only: bool) -> str:
+    """The conditions staleness and recall depth `explicit` add to a context read (over alias m)."""
+    return (" AND " + fresh_sql("m") if not include_stale else "") + (
+        " AND " + STORED_SQL if stored_only else ""
+    )
+
+
 async def live_of_kinds(
-    pool: asyncpg.Pool, scopes: list[str], kinds: list[str], order: str, limit: int
+    pool: asyncpg.Pool,
+    scopes: list[str],
+    kinds: list[str],
+    order: str,
+    limit: int,
+    include_stale: bool = False,
+    stored_only: bool = False,
 ) -> list[asyncpg.Record]:
-    """Live memories of these kinds in these scopes, in one of ORDERS."""
+    """Live memories of these kinds in these scopes, in one of ORDERS; not stale unless
+    `include_stale`, stored rows only (no derived conclusion) when `stored_only`."""
     return await pool.fetch(
         f"SELECT {memory_columns('m')} FROM memories m"
         f" WHERE m.scope = ANY($1::text[]) AND m.kind = ANY($2::text[]) AND {live_sql('m')}"
+        f"{_graph_sql(include_stale, stored_only)}"
         f" ORDER BY {ORDERS[order]} LIMIT $3",
         scopes,
         kinds,
@@ -75,12 +90,18 @@ async def live_of_kinds(
 
 
 async def latest_turns(
-    pool: asyncpg.Pool, scopes: list[str], thread_id: str, limit: int
+    pool: asyncpg.Pool,
+    scopes: list[str],
+    thread_id: str,
+    limit: int,
+    include_stale: bool = False,
+    stored_only: bool = False,
 ) -> list[asyncpg.Record]:
-    """A thread's latest live memories, newest first."""
+    """A thread's latest live memories, newest first (staleness and stored_only as live_of_kinds)."""
     return await pool.fetch(
         f"SELECT {memory_columns('m')} FROM memories m"
         f" WHERE m.scope = ANY($1::text[]) AND m.thread_id = $2 AND {live_sql('m')}"
+        f"{_graph_sql(include_stale, stored_only)}"
         " ORDER BY m.created_at DESC, m.id DESC LIMIT $3",
         scopes,
         thread_id,

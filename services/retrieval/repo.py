@@ -1,6 +1,6 @@
 """Retrieval's SQL: the dense leg's nearest ids, then one round trip gathers them with the
 lexical candidates, BM25 for each, the neighbouring turns of the strongest ones, and each
-candidate's thread neighbours."""
+candidate's thread neighbours; and, for a recall depth that asks, the evidence of the hits."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import asyncpg
 import numpy as np
 
 from hypermnesia import scope_graphs
-from hypermnesia.memory_rows import live_sql, memory_columns
+from hypermnesia.memory_rows import fresh_sql, live_sql, memory_columns
 from hypermnesia.settings import RetrievalSettings
 from services.retrieval.filters import Prefilter
 from services.retrieval.lexical import STOPWORDS
@@ -116,7 +116,7 @@ def _neighbour(direction: str) -> str:
     return (
         f"(CASE WHEN m.thread_id IS NOT NULL THEN (SELECT x.id FROM memories x WHERE x.scope = m.scope"
         f" AND x.thread_id = m.thread_id AND (x.created_at, x.id) {direction} (m.created_at, m.id)"
-        f" AND {live_sql('x')}"
+        f" AND {live_sql('x')} AND {fresh_sql('x')}"
         f" ORDER BY x.created_at {order}, x.id {order} LIMIT 1) END)"
     )
 
@@ -127,7 +127,16 @@ def dense_sql(where: str, exact: bool) -> str:
     return f"SELECT m.id FROM memories m WHERE {where} ORDER BY {order} LIMIT $2"
 
 
-def hybrid_sql(where: str) -> str:
+# Whether a candidate is a derived conclusion resting on evidence in the searched scopes ($3): a
+# probe of the edges' primary key, selected only when recall depth `auto` decides from it. An edge
+# to a premise the caller cannot read does not count: it is not revealed, not even by a flag.
+_DERIVED = (
+    "EXISTS (SELECT 1 FROM evidence_edges e JOIN memories pm ON pm.id = e.premise_id"
+    " WHERE e.derived_id = m.id AND pm.scope = ANY($3::text[])) AS derived"
+)
+
+
+def hybrid_sql(where: str, flag_derived: bool = False) -> str:
     # $1 query, $2 stopwords, $3 scopes (for statistics), $4 k1, $5 [b, b for documents], $6 how many
     # index postings the selecting terms may have (NULL: no limit), $7 vector (NULL: lexical-only),
     # $8 the dense leg's ids (nearest first), $9 depth, $10 expansion (how many top candidates of
@@ -161,7 +170,7 @@ SELECT {memory_columns("m")},
        {_neighbour("<")} AS prev_id,
        {_neighbour(">")} AS next_id,
        (SELECT count(*) FROM dense) AS dense_count,
-       (SELECT count(*) FROM lexical) AS lexical_count
+       (SELECT count(*) FROM lexical) AS lexical_count{", " + _DERIVED if flag_derived else ""}
 FROM pool p JOIN memories m ON m.id = p.id, tsq, slots s, {_FREQUENCIES}
 """
 
@@ -186,10 +195,12 @@ class CandidateQuery:
     # Searched scopes this small (in rows) get an exact dense scan instead of the HNSW walk.
     exact_rows: int
     ef_search: int
+    # Select whether each candidate is a derived conclusion (the `derived` column).
+    flag_derived: bool = False
 
     @classmethod
     def from_settings(
-        cls, settings: RetrievalSettings, query: str, prefilter: Prefilter, k: int
+        cls, settings: RetrievalSettings, query: str, prefilter: Prefilter, k: int, flag_derived: bool = False
     ) -> CandidateQuery:
         """The query the service runs for a search of k results (the benchmark reuses it)."""
         depth = max(settings.search_candidates, k)
@@ -204,6 +215,7 @@ class CandidateQuery:
             lexical_rows=settings.search_lexical_rows,
             exact_rows=settings.search_exact_rows,
             ef_search=min(max(settings.hnsw_ef_search, depth), MAX_EF_SEARCH),
+            flag_derived=flag_derived,
         )
 
 
@@ -219,7 +231,13 @@ async def candidates(
     async with pool.acquire() as conn:
         dense_ids = [] if vector is None else await dense_leg(conn, q, vector, sizes or ScopeSizes(ttl_s=0))
         return await conn.fetch(
-            hybrid_sql(where), *params, vector, dense_ids, q.depth, q.expansion, *filter_params
+            hybrid_sql(where, q.flag_derived),
+            *params,
+            vector,
+            dense_ids,
+            q.depth,
+            q.expansion,
+            *filter_params,
         )
 
 
@@ -305,6 +323,49 @@ async def dense_leg(
             await conn.execute("ROLLBACK")
         raise
     return [r["id"] for r in rows]
+
+
+def evidence_sql(where: str) -> str:
+    # $1 the derived hits to walk from (best first), $2 every hit (not repeated as evidence), $3 how
+    # many hops, $4 how many rows; filters (scopes, liveness, staleness) from $5. The filters hold
+    # in the walk itself, so a premise the caller may not read is neither returned nor walked
+    # through: an edge to it is not revealed, not even as a count. The graph is acyclic (the
+    # trigger of migration 0021), so the walk ends within $3 hops.
+    return f"""
+WITH RECURSIVE walk(id, premise_of, root, hops) AS (
+    SELECT e.premise_id, e.derived_id, e.derived_id, 1
+    FROM evidence_edges e JOIN memories m ON m.id = e.premise_id
+    WHERE e.derived_id = ANY($1::uuid[]) AND {where}
+  UNION
+    SELECT e.premise_id, e.derived_id, w.root, w.hops + 1
+    FROM walk w JOIN evidence_edges e ON e.derived_id = w.id JOIN memories m ON m.id = e.premise_id
+    WHERE w.hops < $3 AND {where}
+),
+nearest AS (
+    SELECT DISTINCT ON (id) id, premise_of, hops, array_position($1::uuid[], root) AS rank
+    FROM walk WHERE id <> ALL($2::uuid[])
+    ORDER BY id, hops, array_position($1::uuid[], root), premise_of
+)
+SELECT {memory_columns("m")}, n.premise_of, n.hops
+FROM nearest n JOIN memories m ON m.id = n.id
+ORDER BY n.hops, n.rank, m.created_at, m.id
+LIMIT $4
+"""
+
+
+async def evidence(
+    pool: asyncpg.Pool,
+    roots: list[uuid.UUID],
+    hits: list[uuid.UUID],
+    prefilter: Prefilter,
+    hops: int,
+    limit: int,
+) -> list[asyncpg.Record]:
+    """The evidence of the derived hits `roots`, nearest first (by hops, then the rank of the hit
+    it was reached from), each row with `premise_of` (the conclusion it supports) and `hops`;
+    none of `hits`. One round trip over the edges' indexes (primary key on derived_id)."""
+    where, params = prefilter.sql(first_param=5)
+    return list(await pool.fetch(evidence_sql(where), roots, hits, hops, limit, *params))
 
 
 async def get_memory(pool: asyncpg.Pool, memory_id: uuid.UUID) -> asyncpg.Record | None:

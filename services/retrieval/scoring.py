@@ -2,9 +2,11 @@
 two gates and the diversity penalty.
 
 Fusion modes (per request or HM_FUSION):
-- `weighted` (seed 002's blend): 0.6 * cosine + 0.4 * BM25 / max BM25 of the candidates.
-- `boost` (seed 001): cosine + a bounded bonus for a lexical match that decays with lexical rank.
-- `rrf` (seed 000): sum over the legs of 1 / (60 + rank), scaled so first in every leg is 1.
+- `weighted` (the weighted blend): 0.6 * cosine + 0.4 * BM25 / max BM25 of the candidates.
+- `boost` (the drop-in default of existing clients' servers): cosine + a bounded bonus for a lexical match that decays with lexical rank.
+- `rrf` (reciprocal rank fusion): sum over the legs of 1 / (60 + rank), scaled so first in every leg is 1.
+- `adaptive`: `weighted`'s form, leg weights from how clear each leg is, learned per scope (fusion.py).
+- `dense`, `bm25`: one leg alone (cosine; BM25 / max BM25), the baselines the others must beat.
 Context: a conversation turn is read with its neighbours, so a turn whose neighbour answers the
 query, or whose thread is about it, rises (a memory with no thread is its own context).
 """
@@ -22,6 +24,7 @@ from operator import itemgetter
 from typing import Any
 
 from hypermnesia.kinds import HALF_LIFE_DAYS
+from services.retrieval import fusion
 
 RRF_K = 60.0
 IMPORTANCE_SCALE = 10.0
@@ -80,9 +83,41 @@ def assign_ranks(candidates: list[Candidate], have_vectors: bool) -> None:
         c.lex_rank = rank
 
 
-def fuse(candidates: list[Candidate], mode: str, w: Weights, have_vectors: bool) -> None:
-    """Set each candidate's relevance according to the fusion mode."""
+def fuse(
+    candidates: list[Candidate],
+    mode: str,
+    w: Weights,
+    have_vectors: bool,
+    query_terms: int = 0,
+    adaptive: fusion.AdaptiveParams = fusion.DEFAULT,
+    scope: tuple[fusion.ScopeEvidence, tuple[str, ...]] | None = None,
+) -> fusion.LegWeights | None:
+    """Set each candidate's relevance according to the fusion mode; `adaptive` returns the leg
+    weights it chose (`query_terms`: the query's distinct content words)."""
     assign_ranks(candidates, have_vectors)
+    top = max((c.bm25 for c in candidates), default=0.0) or 1.0
+    if mode == "adaptive":
+        legs = fusion.leg_weights(
+            [c.similarity for c in candidates],
+            [c.bm25 for c in candidates],
+            query_terms,
+            have_vectors,
+            adaptive,
+            scope,
+        )
+        for c in candidates:
+            c.relevance = (
+                legs.dense * fusion.dense_relevance(c.similarity, legs) + legs.lexical * c.bm25 / top
+            )
+        return legs
+    if mode == "dense" and have_vectors:
+        for c in candidates:
+            c.relevance = c.similarity
+        return None
+    if mode in ("dense", "bm25"):  # dense without a vector has only the lexical leg to read
+        for c in candidates:
+            c.relevance = c.bm25 / top
+        return None
     if mode == "rrf":
         # Scaled so first in every leg is 1: relevance is then on the 0-1 scale of the other
         # fusions, and the recency, importance, entity and topic terms weigh the same in each.
@@ -91,7 +126,6 @@ def fuse(candidates: list[Candidate], mode: str, w: Weights, have_vectors: bool)
             rrf = sum(1.0 / (RRF_K + r + 1) for r in (c.dense_rank, c.lex_rank) if r is not None)
             c.relevance = rrf / best
     elif mode == "weighted":
-        top = max((c.bm25 for c in candidates), default=0.0) or 1.0
         share = WEIGHTED_DENSE_SHARE if have_vectors else 0.0
         for c in candidates:
             c.relevance = share * c.similarity + (1 - share) * c.bm25 / top
@@ -101,6 +135,7 @@ def fuse(candidates: list[Candidate], mode: str, w: Weights, have_vectors: bool)
             if c.lex_rank is not None:
                 bonus = w.lexical_boost * w.rank_decay_k / (w.rank_decay_k + c.lex_rank)
             c.relevance = c.similarity + bonus
+    return None
 
 
 def add_context(candidates: list[Candidate], w: Weights) -> None:
@@ -153,7 +188,7 @@ def blend(candidates: list[Candidate], w: Weights, now: datetime | None = None) 
 def apply_gates(
     candidates: list[Candidate], min_similarity: float, relative_cutoff: float
 ) -> list[Candidate]:
-    """Seed 001's gates. The absolute floor drops hits whose cosine is below `min_similarity`; the
+    """The two precision gates. The absolute floor drops hits whose cosine is below `min_similarity`; the
     relative cutoff drops hits more than `relative_cutoff` below the best similarity. Hits that
     contain every query word bypass both. Flat results (nothing stands out by the cutoff) are not
     cut: the gate narrows a good answer's neighbourhood rather than inventing one."""
@@ -170,7 +205,7 @@ def _word_set(text: str) -> frozenset[str]:
 
 def penalise_duplicates(ranked: list[Candidate], window: int) -> list[Candidate]:
     """Push a hit down when its words overlap a better hit's by more than DUPLICATE_JACCARD, so
-    near-identical memories do not crowd the top k (seed 002's diversity penalty)."""
+    near-identical memories do not crowd the top k (the diversity penalty)."""
     head = ranked[:window]
     words = [_word_set(c.row["content"]) for c in head]
     for j in sorted({j for _better, j in _similar_pairs(words, DUPLICATE_JACCARD)}):

@@ -1,6 +1,6 @@
 """The search pipeline: prefilter + candidates -> fusion -> context -> blend -> gates ->
-diversity -> top k, with the query embedding under a short deadline (lexical-only and
-`degraded` when the embedder misses it)."""
+diversity -> top k -> evidence (recall depth), with the query embedding under a short deadline
+(lexical-only and `degraded` when the embedder misses it)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ from datetime import UTC, datetime
 import asyncpg
 import numpy as np
 
-from hypermnesia import validation
+from hypermnesia import recall_depth, validation
 from hypermnesia.embedder_client import QUERY, EmbedderClient
 from hypermnesia.errors import FailedPrecondition, InvalidArgument, Unavailable
 from hypermnesia.scopes import require
 from hypermnesia.settings import RetrievalSettings
+from services.retrieval import fusion as fusion_signals
 from services.retrieval import metrics, repo, signals
 from services.retrieval.bookkeeping import Bookkeeper
 from services.retrieval.filters import Prefilter
@@ -34,7 +35,7 @@ from services.retrieval.scoring import (
 
 log = logging.getLogger(__name__)
 
-FUSIONS = ("rrf", "boost", "weighted")
+FUSIONS = ("rrf", "boost", "weighted", "adaptive", "dense", "bm25")
 MODES = ("answer", "manager")
 EMBEDDER_UNAVAILABLE = "embedder_unavailable"
 RERANK_UNAVAILABLE = "rerank_unavailable"
@@ -61,7 +62,18 @@ class SearchInput:
     include_archived: bool = False
     rerank: bool = False
     topic: str = ""
-    topic_only: bool = False  # seed 002's optional topic filter: only memories filed under `topic`
+    topic_only: bool = False  # an optional topic filter: only memories filed under `topic`
+    include_stale: bool = False  # stale conclusions come back, flagged (left out by default)
+    depth: str = ""  # recall depth (hypermnesia/recall_depth.py); empty = derived
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A row a recall depth appended after the hits: evidence of a derived conclusion."""
+
+    row: asyncpg.Record
+    premise_of: uuid.UUID  # the conclusion it is direct evidence of
+    hops: int  # evidence hops from the hit it was reached from (1 = a direct premise)
 
 
 @dataclass
@@ -74,6 +86,22 @@ class SearchOutput:
     lexical_candidates: int = 0
     stages: dict[str, float] = field(default_factory=dict)
     k: int = 0  # how many hits were asked for
+    depth: str = recall_depth.DERIVED  # the fixed policy used (auto names the one it picked)
+    depth_reason: str = recall_depth.REQUESTED
+    evidence: list[Evidence] = field(default_factory=list)
+
+
+def lift_scores(hits: list[Candidate]) -> None:
+    """Existing clients are promised a hit's `score` is never below its `similarity` (there the
+    score was the similarity plus recency and importance bonuses). Here the blend can go lower: a thread's
+    context averages in weaker turns, manager mode weighs relevance at 0.35, the diversity penalty
+    halves a near-copy, a cross-encoder has its own scale. Adding one constant to every score of a
+    result set keeps that promise without touching the order (and the gaps) the ranking chose;
+    only scores within one search compare, as before."""
+    lift = max((c.similarity - c.score for c in hits), default=0.0)
+    if lift > 0:
+        for c in hits:
+            c.score += lift
 
 
 class Searcher:
@@ -88,7 +116,7 @@ class Searcher:
             thread=settings.context_thread_weight,
         )
         self.weights = {
-            # Seed 002's answer mode: relevance first, the active-task bonus off.
+            # Answer mode: relevance first, the active-task bonus off.
             "answer": Weights(
                 relevance=settings.score_weight_similarity,
                 recency=settings.score_weight_recency,
@@ -97,7 +125,7 @@ class Searcher:
                 topic=settings.score_weight_topic,
                 **common,
             ),
-            # Manager mode reconstructs "what is going on": seed 002's manager profile, whose
+            # Manager mode reconstructs "what is going on": the manager profile, whose
             # relevance is its reduced semantic weight (0.15) plus its keyword weight (0.20); recency,
             # entities, open tasks and the topic weigh more.
             "manager": Weights(
@@ -106,8 +134,9 @@ class Searcher:
         }
         self.bookkeeper = Bookkeeper(pool)
         self.scope_sizes = repo.ScopeSizes()
+        self.scope_evidence = fusion_signals.ScopeEvidence()  # what adaptive fusion learns per scope
 
-    def _validate(self, q: SearchInput) -> tuple[str, str]:
+    def _validate(self, q: SearchInput) -> tuple[str, str, str]:
         validation.check_query(q.query)
         validation.check_k(q.k, self.settings.search_max_k)
         if not q.scopes:
@@ -133,7 +162,7 @@ class Searcher:
                 raise InvalidArgument(f"{name} must be between 0 and 1")
         if q.since and q.until and q.since >= q.until:
             raise InvalidArgument("since must be earlier than until")
-        return fusion, mode
+        return fusion, mode, recall_depth.check_depth(q.depth, recall_depth.DERIVED)
 
     async def _embed_query(self, query: str, degraded: list[str]) -> np.ndarray | None:
         try:
@@ -145,23 +174,18 @@ class Searcher:
             metrics.DEGRADED.inc()
             return None
 
-    async def search(self, q: SearchInput, *, log: bool = True) -> SearchOutput:
-        """`log` False leaves the search_log row to the caller (context assembly logs one row for
-        the several searches it runs: log_searches)."""
-        fusion, mode = self._validate(q)
-        weights = self.weights[mode]
+    async def gather(
+        self, q: SearchInput, depth: str, degraded: list[str], stages: dict[str, float]
+    ) -> tuple[list, list[Candidate], bool]:
+        """The query embedding and the one candidate round trip: (rows, candidates, whether the
+        dense leg ran). A long query is read in part by each leg (fusion.dense_text, lexical_text)."""
         started = time.perf_counter()
-        stages: dict[str, float] = {}
-        degraded: list[str] = []
-        # The SQL waits for the vector. Running the lexical leg during the embedding was tried and
-        # measured 3-4 ms slower on 2 cores: its Postgres work slowed onnxruntime by more than it
-        # saved (docs/PERFORMANCE.md, "a flawed A/B corrected").
-        vector = await self._embed_query(q.query, degraded)
+        vector = await self._embed_query(fusion_signals.dense_text(q.query), degraded)
         stages["embed_ms"] = (time.perf_counter() - started) * 1000
         t = time.perf_counter()
         cq = repo.CandidateQuery.from_settings(
             self.settings,
-            q.query if self.settings.hybrid_search or vector is None else "",
+            fusion_signals.lexical_text(q.query) if self.settings.hybrid_search or vector is None else "",
             Prefilter(
                 scopes=q.scopes,
                 tags=q.tags,
@@ -173,12 +197,15 @@ class Searcher:
                 as_of=q.as_of,
                 include_archived=q.include_archived,
                 topic=q.topic if q.topic_only else "",
+                include_stale=q.include_stale,
+                stored_only=depth == recall_depth.EXPLICIT,
             ),
             q.k,
+            # Only auto decides from which hits are derived; the default adds nothing to the query.
+            flag_derived=depth == recall_depth.AUTO,
         )
         rows = await repo.candidates(self.pool, cq, vector, self.scope_sizes)
         stages["candidates_ms"] = (time.perf_counter() - t) * 1000
-        t = time.perf_counter()
         candidates = [
             Candidate(
                 row=r,
@@ -190,8 +217,29 @@ class Searcher:
             )
             for r in rows
         ]
-        have_vectors = vector is not None
-        fuse(candidates, fusion, weights, have_vectors)
+        return rows, candidates, vector is not None
+
+    async def search(self, q: SearchInput, *, log: bool = True) -> SearchOutput:
+        """`log` False leaves the search_log row to the caller (context assembly logs one row for
+        the several searches it runs: log_searches)."""
+        fusion, mode, depth = self._validate(q)
+        weights = self.weights[mode]
+        started = time.perf_counter()
+        stages: dict[str, float] = {}
+        degraded: list[str] = []
+        # The SQL waits for the vector. Running the lexical leg during the embedding was tried and
+        # measured 3-4 ms slower on 2 cores: its Postgres work slowed onnxruntime by more than it
+        # saved (docs/PERFORMANCE.md, Search, "tried, not kept").
+        rows, candidates, have_vectors = await self.gather(q, depth, degraded, stages)
+        t = time.perf_counter()
+        fuse(
+            candidates,
+            fusion,
+            weights,
+            have_vectors,
+            query_terms=fusion_signals.content_terms(q.query),
+            scope=(self.scope_evidence, tuple(sorted(q.scopes))),
+        )
         add_context(candidates, weights)
         stages["score_ms"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
@@ -209,7 +257,16 @@ class Searcher:
         if q.rerank and kept:
             kept = await self._rerank(q.query, kept, degraded)
         hits = kept[: q.k]
+        lift_scores(hits)
         stages["score_ms"] += (time.perf_counter() - t) * 1000
+        policy, reason = recall_depth.choose_depth(
+            depth, [c.id for c in hits], {c.id for c in hits if c.row.get("derived")}
+        )
+        evidence: list[Evidence] = []
+        if recall_depth.hops_for(policy) and hits:
+            t = time.perf_counter()
+            evidence = await self.evidence(q, [c.id for c in hits], recall_depth.hops_for(policy))
+            stages["evidence_ms"] = (time.perf_counter() - t) * 1000
         stages["total_ms"] = (time.perf_counter() - started) * 1000
         metrics.SEARCH_SECONDS.observe(stages["total_ms"] / 1000)
         out = SearchOutput(
@@ -221,9 +278,32 @@ class Searcher:
             lexical_candidates=int(rows[0]["lexical_count"]) if rows else 0,
             stages=stages,
             k=q.k,
+            depth=policy,
+            depth_reason=reason,
+            evidence=evidence,
         )
         self._after_search(q, out, log=log)
         return out
+
+    async def evidence(self, q: SearchInput, hits: list[uuid.UUID], hops: int) -> list[Evidence]:
+        """The evidence of the derived rows among `hits` (best first), within `hops` and
+        recall_depth.MAX_ROWS, in the searched scopes only and as live (or stale, archived, as of)
+        as the hits were asked to be: one indexed query. A stored hit has no edges and adds
+        nothing, so every hit may be passed."""
+        rows = await repo.evidence(
+            self.pool,
+            hits,
+            hits,
+            Prefilter(
+                scopes=q.scopes,
+                as_of=q.as_of,
+                include_archived=q.include_archived,
+                include_stale=q.include_stale,
+            ),
+            hops,
+            recall_depth.MAX_ROWS,
+        )
+        return [Evidence(row=r, premise_of=r["premise_of"], hops=int(r["hops"])) for r in rows]
 
     async def _structural_signals(self, q: SearchInput, candidates: list[Candidate], w: Weights) -> None:
         """Topic match, entity overlap and the active-task bonus (signals.py); the last two are

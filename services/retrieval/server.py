@@ -12,7 +12,7 @@ from hypermnesia.bootstrap import connect_embedder, open_store
 from hypermnesia.grpc_server import create_server, mark_serving, run_until_signalled, start_metrics_server
 from hypermnesia.settings import RetrievalSettings
 from hypermnesia.v1 import retrieval_pb2, retrieval_pb2_grpc
-from services.retrieval import structure
+from services.retrieval import structure, viz
 from services.retrieval.context import ContextAssembler
 from services.retrieval.search import Searcher
 from services.retrieval.servicer import RetrievalServicer
@@ -36,12 +36,13 @@ async def running(settings: RetrievalSettings) -> AsyncIterator[tuple[grpc.aio.S
                 SERVICE_NAME,
             ),
             structure.registration(store.pool),
+            viz.registration(store.pool),
         ],
         settings.host,
         settings.retrieval_port,
     )
     await server.start()
-    await mark_serving(health, [SERVICE_NAME, structure.SERVICE_NAME])
+    await mark_serving(health, [SERVICE_NAME, structure.SERVICE_NAME, viz.SERVICE_NAME])
     log.info("retrieval serving on %s:%d", settings.host, port)
     try:
         yield server, port, searcher

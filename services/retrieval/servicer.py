@@ -7,7 +7,7 @@ from typing import Any
 
 import grpc
 
-from hypermnesia import validation
+from hypermnesia import status, validation
 from hypermnesia.errors import InvalidArgument, NotFound
 from hypermnesia.memory_rows import memory_from_row
 from hypermnesia.scopes import permits, require
@@ -57,6 +57,8 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
                 rerank=request.rerank,
                 topic=request.topic,
                 topic_only=request.topic_only,
+                include_stale=request.include_stale,
+                depth=request.depth,
             )
         )
         return retrieval_pb2.SearchResponse(
@@ -71,6 +73,13 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
                     topic_match=c.topic_match > 0,
                 )
                 for c in out.hits
+            ]
+            # The evidence a recall depth adds comes after the hits, each naming what it supports.
+            + [
+                retrieval_pb2.SearchHit(
+                    memory=memory_from_row(e.row), premise_of=str(e.premise_of), hops=e.hops
+                )
+                for e in out.evidence
             ],
             degraded=out.degraded,
             stats=retrieval_pb2.SearchStats(
@@ -82,6 +91,8 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
                 total_ms=out.stages.get("total_ms", 0.0),
                 fusion=out.fusion,
             ),
+            depth=out.depth,
+            depth_reason=out.depth_reason,
         )
 
     async def Get(
@@ -118,6 +129,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
             types=list(request.types),
             as_of=_time(request, "as_of"),
             include_archived=request.include_archived,
+            include_stale=request.include_stale,
         )
         page = await reads.list_memories(self.searcher.pool, prefilter, limit, request.offset)
         memories = []
@@ -171,7 +183,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
         scopes = self._scopes(request.caller, list(request.scopes))
         if request.query:
             validation.check_query(request.query)
-        layers, mode, reason, degraded = await self.assembler.assemble(
+        assembled = await self.assembler.assemble(
             ContextInput(
                 principal=request.caller.principal,
                 grants=tuple(request.caller.grants),
@@ -182,6 +194,8 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
                 mode=request.mode,
                 thread_id=request.thread_id,
                 budgets=dict(request.budgets),
+                include_stale=request.include_stale,
+                depth=request.depth,
             )
         )
         return retrieval_pb2.ContextResponse(
@@ -194,12 +208,14 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
                     cited_ids=layer.cited,
                     dropped=layer.dropped,
                 )
-                for layer in layers
+                for layer in assembled.layers
             ],
-            total_tokens=sum(layer.tokens for layer in layers),
-            mode=mode,
-            mode_reason=reason,
-            degraded=degraded,
+            total_tokens=sum(layer.tokens for layer in assembled.layers),
+            mode=assembled.mode,
+            mode_reason=assembled.mode_reason,
+            degraded=assembled.degraded,
+            depth=assembled.depth,
+            depth_reason=assembled.depth_reason,
         )
 
     async def GetLiveSettings(
@@ -216,3 +232,8 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
                 "HM_SEARCH_LOG_ENABLED": str(s.search_log_enabled).lower(),
             }
         )
+
+    async def GetStatus(
+        self, request: common_pb2.StatusRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.ServiceStatus:
+        return await status.service_status(self.searcher.pool, self.searcher.embedder)

@@ -1,11 +1,11 @@
-"""Seed 002's structural scoring signals beside relevance, recency and importance:
+"""The structural scoring signals beside relevance, recency and importance:
 
 - topic match: 1 when the memory is filed under the search's active topic (a record's `topic_id`,
   kept in the memory's metadata), else 0; a preference, not a filter;
 - entity overlap: Jaccard similarity between the entities the query names and those the memory
   is linked to in the entity index (the same deterministic extractor wrote those links);
 - active-task bonus: 0.5 for a memory an open task was derived from, and for the open task itself,
-  so ongoing work surfaces first (manager mode; answer mode turns it off, as seed 002 does).
+  so ongoing work surfaces first (manager mode; answer mode, relevance first, turns it off).
 
 The topic is read from the candidate rows; entities and tasks each cost one indexed lookup, made
 only when their weight is on (and, for entities, when the query names one)."""

@@ -1,4 +1,4 @@
-"""Tiers 0 and 1 (seed 000), deterministic: the project map, and path -> component -> constraints.
+"""Tiers 0 and 1 (the structural model), deterministic: the project map, and path -> component -> constraints.
 
 A path belongs to the component with the most specific matching glob (the rule is in
 hypermnesia.structure_glob); equal specificity goes to the higher priority, and a remaining tie to

@@ -1,4 +1,4 @@
-"""The admin subcommands (registered by tooling.cli): verify, purge, export, import, reindex and
+"""The admin subcommands (registered by tooling.cli): verify, checkpoint, why, purge, export, import, reindex and
 rebuild of the store, and document ingestion. They work on the database directly (curation's
 maintenance functions in services/curation/admin.py) with the model run in this process."""
 
@@ -27,6 +27,9 @@ def _bar(total: int | None, unit: str, desc: str) -> Any:
 
 
 def cmd_verify(args: argparse.Namespace) -> None:
+    if args.forgotten:
+        _verify_forgotten(args.forgotten)
+        return
     from services.curation import admin, maintenance_repo
 
     curation, _ = _settings()
@@ -38,14 +41,119 @@ def cmd_verify(args: argparse.Namespace) -> None:
                 return await admin.verify(pool, bar)
 
     result = run_async(go)
-    if result.first_broken_seq is None:
-        print(f"verify: ok, {result.checked} records, the chain holds")
+    if result.first_broken_seq is not None:
+        fail(
+            f"verify: BROKEN at seq {result.first_broken_seq}: {result.reason} "
+            f"({result.checked} records before it verified)",
+            3,
+        )
+    print(f"verify: ok, {result.checked} records, the chain holds")
+    if args.checkpoint:
+        _verify_checkpoints(curation, args.checkpoint)
+
+
+def _verify_checkpoints(curation: CurationSettings, files: list[str]) -> None:
+    from hypermnesia.errors import InvalidArgument
+    from services.curation import admin, checkpoints
+
+    try:
+        key, _, _ = checkpoints.load_key(curation.checkpoint_key, create=False)
+    except StartupError as exc:
+        fail(f"verify --checkpoint: {exc}")
+    bodies = []
+    for name in files:
+        try:
+            bodies.append((name, checkpoints.load(Path(name), key)))
+        except InvalidArgument as exc:
+            fail(f"verify --checkpoint: REFUSED {exc.message}", 3)
+
+    async def go() -> list[Any]:
+        async with admin.open_pool(curation) as pool, pool.acquire() as conn:
+            return [await checkpoints.check(conn, body, name) for name, body in bodies]
+
+    broken = False
+    for result in run_async(go):
+        if result.ok:
+            print(f"verify --checkpoint {result.path}: ok, the log up to seq {result.seq} is the one signed")
+        else:
+            broken = True
+            print(
+                f"hypermnesia: verify --checkpoint {result.path}: BROKEN at seq {result.first_bad_seq}: "
+                f"{result.reason} (signed at seq {result.seq})",
+                file=sys.stderr,
+            )
+    if broken:
+        raise SystemExit(3)
+
+
+def _verify_forgotten(memory_id: str) -> None:
+    from services.curation import admin
+
+    curation, _ = _settings()
+
+    async def go() -> Any:
+        async with admin.open_pool(curation) as pool:
+            return await admin.forgotten(pool, memory_id)
+
+    report = run_async(go)
+    for line in report.lines():
+        print(line)
+    if report.holding:
+        fail(
+            f"verify --forgotten: {memory_id} is NOT forgotten: {', '.join(report.holding)} still hold it", 6
+        )
+    print(f"verify --forgotten: {memory_id} is forgotten: no derived place holds it")
+
+
+def cmd_checkpoint(args: argparse.Namespace) -> None:
+    from services.curation import admin, checkpoints
+
+    curation, _ = _settings()
+
+    async def go() -> tuple[dict[str, Any], Path, bool]:
+        key, path, created = checkpoints.load_key(curation.checkpoint_key, create=True)
+        async with admin.open_pool(curation) as pool, pool.acquire() as conn:
+            return await checkpoints.make(conn, key, args.block), path, created
+
+    body, key_file, created = run_async(go)
+    if created:
+        print(
+            f"checkpoint: created a signing key at {key_file} (0600); keep a copy off this host: "
+            "verify needs it",
+            file=sys.stderr,
+        )
+    if args.out == "-":
+        import json
+
+        print(json.dumps(body, indent=1, sort_keys=True))
         return
-    fail(
-        f"verify: BROKEN at seq {result.first_broken_seq}: {result.reason} "
-        f"({result.checked} records before it verified)",
-        3,
+    out = Path(args.out) if args.out else Path(checkpoints.default_name(body))
+    if out.is_dir():
+        out = out / checkpoints.default_name(body)
+    checkpoints.write(body, out)
+    print(
+        f"checkpoint: seq {body['seq']} ({body['record_hash'][:16]}) signed by key {body['key_id']} -> {out}"
     )
+
+
+def cmd_why(args: argparse.Namespace) -> None:
+    from services.curation import admin, provenance
+
+    curation, _ = _settings()
+
+    async def go() -> dict[str, Any]:
+        async with admin.open_pool(curation) as pool, pool.acquire() as conn:
+            return await provenance.provenance(conn, args.id)
+
+    data = run_async(go)
+    if args.json:
+        import json
+
+        print(json.dumps(data, indent=1, sort_keys=True))
+    else:
+        print("\n".join(provenance.render(data)))
+    if not data["all_verify"]:
+        raise SystemExit(3)
 
 
 def cmd_purge(args: argparse.Namespace) -> None:
@@ -92,7 +200,7 @@ def cmd_import(args: argparse.Namespace) -> None:
     path = None if args.file == "-" else Path(args.file)
     if path is not None and not path.exists():
         fail(
-            f"{args.file} does not exist; give a JSONL dump, a Markdown file or a folder of notes (or - for stdin)"
+            f"{args.file} is not a file or a folder; give a JSONL dump, a Markdown file or a folder of notes (or - for stdin)"
         )
     markdown = path is not None and (path.is_dir() or path.suffix.lower() in moving_in.MARKDOWN_SUFFIXES)
     if markdown and path is not None and not moving_in.markdown_files(path):
@@ -111,7 +219,7 @@ def cmd_import(args: argparse.Namespace) -> None:
                     lines: Any = moving_in.markdown_dump_lines(path, args.scope, principal)
                 else:
                     handle = sys.stdin if path is None else open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
-                    # A seed-001 server's export has no memory kinds; its lines are completed here.
+                    # An earlier server's export has no memory kinds; its lines are completed here.
                     lines = moving_in.normalised_dump_lines(handle, principal)
                     if args.scope:
                         lines = (_rescoped(line, args.scope) for line in lines)
@@ -250,7 +358,33 @@ def cmd_ingest(args: argparse.Namespace) -> None:
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
     """Add this area's subcommands to `sub` and its benchmarks to `bench` (`hypermnesia bench NAME`)."""
     p = sub.add_parser("verify", help="walk the raw log's sha256 chain; name the first broken seq")
+    p.add_argument(
+        "--checkpoint",
+        nargs="+",
+        metavar="FILE",
+        help="also prove the log up to each signed checkpoint is unchanged (catches a rewritten chain)",
+    )
+    p.add_argument(
+        "--forgotten", metavar="ID", help="check that no derived place still holds a deleted or purged memory"
+    )
     p.set_defaults(func=cmd_verify)
+    p = sub.add_parser(
+        "checkpoint", help="sign the raw log's head with the key outside the database (HM_CHECKPOINT_KEY)"
+    )
+    p.add_argument(
+        "--out", help="file or folder to write (default: checkpoint-<seq>-<time>.json here; - = stdout)"
+    )
+    p.add_argument(
+        "--block",
+        type=int,
+        default=1000,
+        help="also sign the chain hash every this many records (default 1000)",
+    )
+    p.set_defaults(func=cmd_checkpoint)
+    p = sub.add_parser("why", help="the provenance of a memory: its records, lineage, evidence and decisions")
+    p.add_argument("id", help="the memory id")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_why)
     p = sub.add_parser("purge", help="GDPR erasure of a memory's text (audited; the chain still verifies)")
     p.add_argument("id", help="the memory id")
     p.set_defaults(func=cmd_purge)
@@ -260,8 +394,9 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     p.set_defaults(func=cmd_export)
     p = sub.add_parser(
         "import",
-        help="restore a JSONL dump (this store's or a seed-001 server's export), or import Markdown memory "
-        "files (CLAUDE.md, MEMORY.md, a folder of notes): re-embed, keep ids and times, skip existing ids",
+        help="restore a JSONL dump (this store's, or an earlier hypermnesia server's export), or import "
+        "Markdown memory files (CLAUDE.md, MEMORY.md, a folder of notes): re-embed, keep ids and times, "
+        "skip existing ids",
     )
     p.add_argument("file", help="the dump, a Markdown file, a folder of Markdown notes, or - for stdin")
     p.add_argument(

@@ -1,7 +1,7 @@
 """`hypermnesia token create | list | revoke`: bearer tokens kept in the store (only their sha256),
 beside those of HM_AUTH_TOKENS. Like the other admin commands they open the store directly, so
-they work with the stack stopped; the gateway sees a new or revoked token within its cache time
-(gateway/auth.py)."""
+they work with the stack stopped; the gateway sees a revoked token within its cache time
+(HM_TOKEN_CACHE_S, 10 s by default; gateway/auth.py)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,13 @@ LoCoMo (turn level): one isolated scope per conversation; each dialog turn is on
 record `"<speaker>: <text>"` (+ `[shares a photo: <caption>]`) in its session's thread, dated by
 its session; questions of categories 1-4 with normalised evidence turn ids.
 SciFact (BEIR): the corpus as documents (title as description, abstract as content), the test
-queries and their relevance judgements.
+queries and their relevance judgements; `scifact-train` the same corpus with the train queries.
+LoCoMo-proactive: what a prompt hook sends. The query is the dialogue before an evidence turn (3-6
+turns, every fifth query 24 turns: a long, pasted dialogue); the evidence turn is the relevant
+memory. That dialogue is the conversation going on now, so its turns are not in the store.
+WordNet-define (reverse dictionary, another domain and style): each memory is a sense's words
+and usage examples (`"bank: he sat on the bank of the river"`), the query is the sense's
+definition, which shares few words with its examples.
 """
 
 from __future__ import annotations
@@ -108,7 +114,7 @@ def load_locomo(data_dir: Path) -> list[Corpus]:
     return corpora
 
 
-def load_scifact(data_dir: Path) -> list[Corpus]:
+def load_scifact(data_dir: Path, split: str = "test") -> list[Corpus]:
     folder = data_dir / "scifact"
     corpus = Corpus(name="scifact")
     with _need(folder / "corpus.jsonl").open() as handle:
@@ -123,11 +129,97 @@ def load_scifact(data_dir: Path) -> list[Corpus]:
             q = json.loads(line)
             queries[str(q["_id"])] = q["text"]
     judged: dict[str, dict[str, int]] = {}
-    with _need(folder / "qrels" / "test.tsv").open() as handle:
+    with _need(folder / "qrels" / f"{split}.tsv").open() as handle:
         next(handle)
         for line in handle:
             qid, doc_id, grade = line.split()
             judged.setdefault(qid, {})[doc_id] = int(grade)
     for qid in sorted(judged, key=int):
         corpus.questions.append(Question(text=queries[qid], relevant=judged[qid]))
+    return [corpus]
+
+
+def load_scifact_train(data_dir: Path) -> list[Corpus]:
+    return load_scifact(data_dir, "train")
+
+
+PROACTIVE_TURNS = (3, 4, 5, 6, 24)  # the window before each evidence turn, in rotation
+PROACTIVE_PER_CONVERSATION = 30
+
+
+def load_locomo_proactive(data_dir: Path) -> list[Corpus]:
+    """Per conversation, up to PROACTIVE_PER_CONVERSATION evidence turns (of the category 1-4
+    questions, in dialogue order) whose preceding window lies in the same session and holds no
+    chosen evidence turn nor a turn of an earlier window. The windows' turns leave the store."""
+    out = []
+    for corpus in load_locomo(data_dir):
+        evidence = {ref for q in corpus.questions for ref in q.relevant}
+        position = {d.ref: n for n, d in enumerate(corpus.docs)}
+        used: set[int] = set()
+        held_out: set[str] = set()
+        questions: list[Question] = []
+        for ref in sorted(evidence, key=position.__getitem__):
+            if len(questions) == PROACTIVE_PER_CONVERSATION:
+                break
+            at = position[ref]
+            turns = PROACTIVE_TURNS[len(questions) % len(PROACTIVE_TURNS)]
+            window = list(range(at - turns, at))
+            if window[0] < 0 or at in used:
+                continue
+            docs = [corpus.docs[i] for i in window]
+            if any(d.thread_id != corpus.docs[at].thread_id for d in docs):
+                continue
+            if any(i in used for i in window):
+                continue
+            held_out.update(d.ref for d in docs)
+            used.update(window)
+            used.add(at)
+            text = "\n".join(d.content for d in docs)
+            questions.append(Question(text=text, relevant={ref: 1}, category=2 if turns > 6 else 1))
+        out.append(
+            Corpus(
+                name=corpus.name.replace("locomo:", "locomo-proactive:"),
+                docs=[d for d in corpus.docs if d.ref not in held_out],
+                questions=questions,
+            )
+        )
+    return out
+
+
+WORDNET_DIR = Path("/usr/share/wordnet")  # Debian's wordnet-base
+WORDNET_DOCS = 5000
+WORDNET_QUERIES = 300
+
+
+def load_wordnet(data_dir: Path) -> list[Corpus]:
+    """Noun and verb senses with a usage example, every n-th of them (deterministic) up to
+    WORDNET_DOCS; every m-th of those is asked for by its definition."""
+    del data_dir  # read from the Debian package, not ../shared/data
+    senses: list[tuple[str, str, str]] = []
+    for part in ("noun", "verb"):
+        path = WORDNET_DIR / f"data.{part}"
+        if not path.exists():
+            raise StartupError(
+                f"{path} not found; install Debian's wordnet-base (apt-get install wordnet-base)"
+            )
+        for line in path.read_text(encoding="latin-1").splitlines():
+            if line.startswith(" ") or "|" not in line:
+                continue
+            head, gloss = line.split("|", 1)
+            fields = head.split()
+            count = int(fields[3], 16)
+            words = [fields[4 + 2 * i].replace("_", " ") for i in range(count)]
+            examples = re.findall(r'"([^"]+)"', gloss)
+            definition = re.sub(r'"[^"]*"', "", gloss).strip(" ;")
+            if not examples or not definition:
+                continue
+            senses.append(
+                (f"{part[0]}{fields[0]}", f"{', '.join(words)}: {' / '.join(examples)}", definition)
+            )
+    step = max(1, len(senses) // WORDNET_DOCS)
+    chosen = senses[::step][:WORDNET_DOCS]
+    corpus = Corpus(name="wordnet", docs=[Doc(ref=ref, content=text) for ref, text, _ in chosen])
+    every = max(1, len(chosen) // WORDNET_QUERIES)
+    for ref, _text, definition in chosen[::every][:WORDNET_QUERIES]:
+        corpus.questions.append(Question(text=definition, relevant={ref: 1}))
     return [corpus]

@@ -8,7 +8,8 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,32 @@ from tooling.local_stack import create_database, drop_database, embedder_process
 
 LOADERS: dict[str, Callable[[Path], list[datasets.Corpus]]] = {
     "locomo": datasets.load_locomo,
+    "locomo-proactive": datasets.load_locomo_proactive,
     "scifact": datasets.load_scifact,
+    "scifact-train": datasets.load_scifact_train,
+    "wordnet": datasets.load_wordnet,
 }
-RECORD_TYPE = {"locomo": "conversation", "scifact": "document"}
+RECORD_TYPE = {
+    "locomo": "conversation",
+    "locomo-proactive": "conversation",
+    "scifact": "document",
+    "scifact-train": "document",
+    "wordnet": "note",
+}
+# The measure each set is judged on (the bar in docs/EVAL.md).
+PRIMARY = {
+    "locomo": "R@10",
+    "locomo-proactive": "R@10",
+    "scifact": "nDCG@10",
+    "scifact-train": "nDCG@10",
+    "wordnet": "R@10",
+}
+
+
+def depth_for(dataset: str) -> int:
+    return 100 if dataset.startswith("scifact") else 10
+
+
 IMPORT_BATCH = 500
 CALLER = common_pb2.Caller(principal="eval", grants=["eval:*"])
 
@@ -133,8 +157,8 @@ def _score(
             for k in (1, 5, 10):
                 rows[f"R@{k}"].append(recall_at(order, rel, k))
             rows["MRR"].append(reciprocal_rank(order, rel))
-            if dataset == "scifact":
-                rows["nDCG@10"].append(ndcg_at(order, rel, 10))
+            rows["nDCG@10"].append(ndcg_at(order, rel, 10))
+            if dataset.startswith("scifact"):
                 rows["R@100"].append(recall_at(order, rel, 100))
             if question.category:
                 per_category[question.category].append(recall_at(order, rel, 10))
@@ -148,17 +172,27 @@ def _score(
     )
 
 
-async def evaluate(
+@dataclass
+class Loaded:
+    """A dataset imported into a fresh stack: its corpora, memory id -> doc ref per corpus, the
+    Retrieval stub, and the in-process searcher (the tuner re-scores its candidate pools)."""
+
+    dataset: str
+    corpora: list[datasets.Corpus]
+    refs: list[dict[str, str]]
+    retrieval: retrieval_pb2_grpc.RetrievalStub
+    searcher: Any
+
+
+@asynccontextmanager
+async def loaded(
     dataset: str,
-    fusions: list[str],
     data_dir: Path,
     database_url: str | None,
     work_dir: Path | None = None,
-    concurrency: int = 8,
     max_corpora: int | None = None,
-) -> list[FusionResult]:
+) -> AsyncIterator[Loaded]:
     corpora = LOADERS[dataset](data_dir)[:max_corpora]
-    k = 100 if dataset == "scifact" else 10
     with tempfile.TemporaryDirectory(prefix="hm-eval-") as tmp:
         work = work_dir or Path(tmp)
         server_url, embedded = resolve_database_url(database_url, work)
@@ -169,43 +203,54 @@ async def evaluate(
                 local_stack(
                     db_url, embedder, work, search_log_enabled=False, search_bump_access=False
                 ) as stack,
+                grpc.aio.insecure_channel(stack.curation_address) as c_chan,
+                grpc.aio.insecure_channel(stack.retrieval_address) as r_chan,
             ):
-                async with (
-                    grpc.aio.insecure_channel(stack.curation_address) as c_chan,
-                    grpc.aio.insecure_channel(stack.retrieval_address) as r_chan,
-                ):
-                    curation = curation_pb2_grpc.CurationStub(c_chan)
-                    retrieval = retrieval_pb2_grpc.RetrievalStub(r_chan)
-                    total = sum(len(c.docs) for c in corpora)
-                    started = time.perf_counter()
-                    with tqdm(total=total, desc=f"import {dataset}", unit="rec", file=sys.stderr) as bar:
-                        refs = [
-                            await _import(curation, c, f"eval:{c.name}", RECORD_TYPE[dataset], bar)
-                            for c in corpora
-                        ]
-                    import_s = time.perf_counter() - started
-                    print(
-                        f"imported {total:,} records in {import_s:.1f} s ({total / import_s:.0f} records/s)",
-                        file=sys.stderr,
-                    )
-                    results = []
-                    for fusion in fusions:
-                        started = time.perf_counter()
-                        ranked = [
-                            await _search_all(retrieval, c, f"eval:{c.name}", fusion, k, concurrency)
-                            for c in corpora
-                        ]
-                        seconds = time.perf_counter() - started
-                        results.append(_score(dataset, corpora, ranked, refs, fusion, seconds))
-                    return results
+                curation = curation_pb2_grpc.CurationStub(c_chan)
+                total = sum(len(c.docs) for c in corpora)
+                started = time.perf_counter()
+                with tqdm(total=total, desc=f"import {dataset}", unit="rec", file=sys.stderr) as bar:
+                    refs = [
+                        await _import(curation, c, f"eval:{c.name}", RECORD_TYPE[dataset], bar)
+                        for c in corpora
+                    ]
+                import_s = time.perf_counter() - started
+                print(
+                    f"imported {total:,} records in {import_s:.1f} s ({total / import_s:.0f} records/s)",
+                    file=sys.stderr,
+                )
+                yield Loaded(dataset, corpora, refs, retrieval_pb2_grpc.RetrievalStub(r_chan), stack.searcher)
         finally:
             await drop_database(db_url)
             if embedded is not None:  # before the temporary directory under it goes
                 embedded.close()
 
 
+async def evaluate(
+    dataset: str,
+    fusions: list[str],
+    data_dir: Path,
+    database_url: str | None,
+    work_dir: Path | None = None,
+    concurrency: int = 8,
+    max_corpora: int | None = None,
+) -> list[FusionResult]:
+    k = depth_for(dataset)
+    async with loaded(dataset, data_dir, database_url, work_dir, max_corpora) as run:
+        results = []
+        for fusion in fusions:
+            started = time.perf_counter()
+            ranked = [
+                await _search_all(run.retrieval, c, f"eval:{c.name}", fusion, k, concurrency)
+                for c in run.corpora
+            ]
+            seconds = time.perf_counter() - started
+            results.append(_score(dataset, run.corpora, ranked, run.refs, fusion, seconds))
+        return results
+
+
 def format_table(dataset: str, results: list[FusionResult]) -> str:
-    names = ["R@1", "R@5", "R@10", "MRR"] + (["nDCG@10", "R@100"] if dataset == "scifact" else [])
+    names = ["R@1", "R@5", "R@10", "MRR", "nDCG@10"] + (["R@100"] if dataset.startswith("scifact") else [])
     categories = sorted({c for r in results for c in r.by_category})
     header = ["fusion", *names, *[f"R@10 cat {c}" for c in categories], "queries/s", "lexical-only"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -219,3 +264,21 @@ def format_table(dataset: str, results: list[FusionResult]) -> str:
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def format_bar(dataset: str, results: list[FusionResult], default: str = "adaptive") -> str:
+    """The bar on this set's measure: the default against the better single leg (it must be at
+    least that) and the best fixed fusion (it must beat that on the mean over sets)."""
+    by = {r.fusion: r.metrics[PRIMARY[dataset]] for r in results}
+    if default not in by or not {"dense", "bm25"} <= by.keys():
+        return ""
+    leg = max(by["dense"], by["bm25"])
+    fixed = {f: by[f] for f in ("weighted", "boost", "rrf") if f in by}
+    line = (
+        f"bar ({PRIMARY[dataset]}): {default} {by[default]:.3f} vs best single leg {leg:.3f}"
+        f" -> {'met' if by[default] >= leg else 'NOT met'}"
+    )
+    if fixed:
+        best = max(fixed, key=fixed.__getitem__)
+        line += f"; best fixed fusion {best} {fixed[best]:.3f} ({by[default] - fixed[best]:+.3f})"
+    return line

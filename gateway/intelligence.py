@@ -1,0 +1,144 @@
+"""The curation-intelligence operations (issue 18: the Dialectic, the Dreamer's proposals and the
+evidence graph), one request model and one function per operation, served by the curation
+process's Intelligence service. The session's scopes default as memory_search's do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.auth import Session
+from gateway.backends import Backends
+from gateway.fields import Request, field
+from gateway.shaping import ask_json, caller, evidence_json, proposal_json
+from hypermnesia.v1 import intelligence_pb2
+from hypermnesia.validation import MAX_QUERY_CHARS, MAX_SCOPE_CHARS
+
+__all__ = [
+    "AskQuestion",
+    "DecideProposal",
+    "ListProposals",
+    "MemoryEvidence",
+    "ask",
+    "decide_proposal",
+    "evidence",
+    "list_proposals",
+]
+
+# The curation service's bounds (services/curation/dialectic.py, proposals.py), stated here so a
+# client sees them in the schema; the service enforces them.
+MAX_ASK_K = 50
+DEFAULT_ASK_K = 8
+MAX_PROPOSALS = 1000
+DEFAULT_PROPOSALS = 100
+MAX_REASON_CHARS = 2000
+# An answer may wait on a search and, when one is configured, on an LLM with retries.
+ASK_TIMEOUT_S = 120.0
+# Approving embeds the new memory before it is written.
+DECIDE_TIMEOUT_S = 60.0
+
+_SCOPE_TO_READ = (
+    "Read only this scope (e.g. 'shared'); by default this session's project plus the scopes the token "
+    "is granted."
+)
+
+
+def _scopes(session: Session, scope: str | None) -> list[str]:
+    return [scope] if scope is not None else session.readable_scopes()
+
+
+class AskQuestion(Request):
+    question: str = field("The question, in words.", max_length=MAX_QUERY_CHARS)
+    depth: str = field(
+        "How far recall follows the evidence graph: explicit (stored rows only), derived (plus "
+        "conclusions derived from them), premises (plus their direct evidence), ancestry (transitive, "
+        "capped), or auto (one of those, picked from the evidence found; the answer says why).",
+        "auto",
+    )
+    scope: str | None = field(_SCOPE_TO_READ, None, max_length=MAX_SCOPE_CHARS)
+    k: int = field(
+        f"How many evidence rows to search for (at most {MAX_ASK_K}).",
+        DEFAULT_ASK_K,
+        nonzero=True,
+        le=MAX_ASK_K,
+    )
+
+
+async def ask(backends: Backends, session: Session, request: AskQuestion) -> dict[str, Any]:
+    """Answer a question from memory as claims that each cite the memories they rest on. A
+    validator drops every claim citing nothing, or citing an id that is absent, archived, stale,
+    superseded or outside your scopes (`dropped`, with the reason). `mode` says whether an LLM
+    phrased the claims or the best evidence sentences were quoted (extractive); `depth_reason`
+    why that recall depth was used."""
+    message = intelligence_pb2.AskRequest(
+        caller=caller(session),
+        question=request.question,
+        scopes=_scopes(session, request.scope),
+        depth=request.depth,
+        k=request.k,
+    )
+    return ask_json(await backends.call(backends.intelligence.Ask, message, ASK_TIMEOUT_S))
+
+
+class ListProposals(Request):
+    scope: str | None = field(_SCOPE_TO_READ, None, max_length=MAX_SCOPE_CHARS)
+    status: str = field("pending, approved, rejected or all.", "pending")
+    limit: int = field(
+        f"How many proposals at most (up to {MAX_PROPOSALS}), newest first.",
+        DEFAULT_PROPOSALS,
+        nonzero=True,
+        le=MAX_PROPOSALS,
+    )
+
+
+async def list_proposals(backends: Backends, session: Session, request: ListProposals) -> dict[str, Any]:
+    """What the Dreamer (consolidation) proposes: distilled facts, procedures, summaries, revisions
+    of stale conclusions, retirements and contradictions, each with its evidence ids and rationale.
+    Nothing is written until a proposal is approved (proposal_decide)."""
+    message = intelligence_pb2.ListProposalsRequest(
+        caller=caller(session),
+        scopes=_scopes(session, request.scope),
+        status=request.status,
+        limit=request.limit,
+    )
+    response = await backends.call(backends.intelligence.ListProposals, message)
+    return {"proposals": [proposal_json(p) for p in response.proposals]}
+
+
+class DecideProposal(Request):
+    proposal_id: str = field("The proposal's id (a UUID).")
+    decision: str = field("approve (write what it proposes) or reject (never proposed again).")
+    reason: str = field(
+        f"Why; required to reject (at most {MAX_REASON_CHARS} characters).",
+        "",
+        max_length=MAX_REASON_CHARS,
+    )
+
+
+async def decide_proposal(backends: Backends, session: Session, request: DecideProposal) -> dict[str, Any]:
+    """Approve or reject a proposal; a decision is final. Approving writes the derived memory with
+    its evidence edges (or performs the suggested supersede or retirement) and answers with its id
+    as `memory_id`; rejecting needs a reason and answers `memory_id: null`."""
+    message = intelligence_pb2.DecideProposalRequest(
+        caller=caller(session), id=request.proposal_id, decision=request.decision, reason=request.reason
+    )
+    response = await backends.call(backends.intelligence.DecideProposal, message, DECIDE_TIMEOUT_S)
+    return {"proposal": proposal_json(response.proposal), "memory_id": response.memory_id or None}
+
+
+class MemoryEvidence(Request):
+    memory_id: str = field("The memory's id (a UUID).")
+    depth: str = field(
+        "premises (direct evidence and direct conclusions) or ancestry (transitive, at most 3 hops "
+        "and 20 rows).",
+        "premises",
+    )
+
+
+async def evidence(backends: Backends, session: Session, request: MemoryEvidence) -> dict[str, Any]:
+    """A memory's place in the evidence graph: what it rests on (`premises`) and what rests on it
+    (`derived`), each marked `stale` with `stale_because` when a premise changed. Rows outside
+    your scopes are left out."""
+    message = intelligence_pb2.EvidenceRequest(
+        caller=caller(session), id=request.memory_id, depth=request.depth
+    )
+    return evidence_json(await backends.call(backends.intelligence.Evidence, message))

@@ -1,0 +1,209 @@
+"""Consolidation, a daily, weekly and monthly schedule (issue 18, item 5).
+
+daily    working memory: promote what was accessed and is important enough to episodic, expire
+         (archive) the rest; mark the conclusions of expired premises stale; the Dreamer proposes
+         revisions/retirements of stale conclusions and flags contradictions.
+weekly   cluster recent episodes (entity overlap + embedding similarity) into distilled facts.
+monthly  a project summary of recent semantic memories; repeated procedures.
+
+A run is one job over one scope, and only one runs at a time per job and scope, across replicas
+too (a transaction-level advisory lock; a second run reports `skipped`). A run is idempotent:
+promotion and expiry act on what is still pending, and proposals are keyed by their evidence.
+It runs on the server's schedule (HM_CONSOLIDATION_*_HOURS) and on demand (Consolidate RPC).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import asyncpg
+
+from hypermnesia import validation
+from hypermnesia.errors import InvalidArgument
+from hypermnesia.scopes import permits, require
+from hypermnesia.v1 import intelligence_pb2
+from services.curation import (
+    consolidation_repo,
+    graph_repo,
+    lifecycle,
+    metrics,
+    payloads,
+    proposals,
+    proposals_repo,
+    rawlog,
+    repo,
+)
+from services.curation.dreamer import Dream, Dreamer
+from services.curation.llm import MODE_EXTRACTIVE, MODE_LLM
+
+log = logging.getLogger(__name__)
+
+JOBS = ("daily", "weekly", "monthly")
+SYSTEM_PRINCIPAL = "system:consolidation"
+SKIPPED_LOCKED = "another run holds the lock"
+
+
+@dataclass
+class Report:
+    job: str
+    scope: str
+    skipped: bool = False
+    skipped_reason: str = ""
+    mode: str = MODE_EXTRACTIVE
+    promoted: int = 0
+    expired: int = 0
+    marked_stale: int = 0
+    proposals_made: int = 0
+    pending: int = 0
+    duration_ms: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    made_by_kind: dict[str, int] = field(default_factory=dict)
+
+    def to_message(self) -> intelligence_pb2.ConsolidateReport:
+        return intelligence_pb2.ConsolidateReport(
+            job=self.job,
+            scope=self.scope,
+            skipped=self.skipped,
+            skipped_reason=self.skipped_reason,
+            mode=self.mode,
+            promoted=self.promoted,
+            expired=self.expired,
+            marked_stale=self.marked_stale,
+            proposals_made=self.proposals_made,
+            pending=self.pending,
+            duration_ms=self.duration_ms,
+            notes=self.notes,
+            made_by_kind=self.made_by_kind,
+        )
+
+
+class Consolidator:
+    def __init__(self, pool: asyncpg.Pool, dreamer: Dreamer, *, promote_importance: float) -> None:
+        self.pool = pool
+        self.dreamer = dreamer
+        self.promote_importance = promote_importance
+
+    async def consolidate(
+        self, principal: str, grants: Sequence[str], job: str, scope: str = ""
+    ) -> list[Report]:
+        """On demand: one scope, or every scope holding memories that the grants permit."""
+        if job not in JOBS:
+            raise InvalidArgument(f"job {job!r} is unknown; use daily, weekly or monthly")
+        if scope:
+            validation.check_scope(scope)
+            require(grants, [scope])
+            scopes = [scope]
+        else:
+            scopes = [
+                s for s in await consolidation_repo.scopes_with_memories(self.pool) if permits(grants, s)
+            ]
+        return [await self.run(job, s, principal) for s in scopes]
+
+    async def run(self, job: str, scope: str, author: str = SYSTEM_PRINCIPAL) -> Report:
+        report = Report(job=job, scope=scope)
+        started = time.perf_counter()
+        async with self.pool.acquire() as lock_conn, lock_conn.transaction():
+            if not await consolidation_repo.try_lock(lock_conn, job, scope):
+                report.skipped, report.skipped_reason = True, SKIPPED_LOCKED
+                metrics.CONSOLIDATION_RUNS.labels(job, "skipped").inc()
+                return report
+            try:
+                await self._run_job(job, scope, author, report)
+            except Exception:
+                metrics.CONSOLIDATION_RUNS.labels(job, "failed").inc()
+                raise
+        report.duration_ms = (time.perf_counter() - started) * 1000
+        metrics.CONSOLIDATION_RUNS.labels(job, "ran").inc()
+        metrics.CONSOLIDATION_SECONDS.labels(job).observe(report.duration_ms / 1000)
+        async with self.pool.acquire() as conn:
+            report.pending = await proposals_repo.count_pending(conn, scope)
+            metrics.PROPOSALS_PENDING.set(await proposals_repo.count_pending(conn))
+        log.info(
+            "consolidation %s %s: promoted %d, expired %d, marked %d stale, %d proposals (%s)",
+            job, scope, report.promoted, report.expired, report.marked_stale, report.proposals_made, report.mode,
+        )  # fmt: skip
+        return report
+
+    async def _run_job(self, job: str, scope: str, author: str, report: Report) -> None:
+        if job == "daily":
+            await self._working_memory(scope, author, report)
+        dream = Dream()
+        async with self.pool.acquire() as conn:
+            if job == "daily":
+                dream.drafts += await self.dreamer.stale(conn, scope)
+                dream.drafts += await self.dreamer.contradictions(conn, scope)
+            elif job == "weekly":
+                dream.drafts += await self.dreamer.facts(conn, scope)
+            else:
+                dream.drafts += await self.dreamer.summary(conn, scope)
+                dream.drafts += await self.dreamer.procedures(conn, scope)
+            fresh = await self.dreamer.new_only(conn, dream.drafts)
+            worded = await self.dreamer.word(conn, fresh, dream)
+        async with self.pool.acquire() as conn, conn.transaction():
+            made = await proposals.propose(conn, worded, author)
+        report.proposals_made = len(made)
+        for row in made:
+            report.made_by_kind[row["kind"]] = report.made_by_kind.get(row["kind"], 0) + 1
+        report.notes += dream.notes
+        if any(d.mode == MODE_LLM for d in worded):
+            report.mode = MODE_LLM
+        if self.dreamer.llm is None:
+            report.notes.append("no LLM configured (HM_LLM_BASE_URL); extractive mode")
+
+    async def _working_memory(self, scope: str, author: str, report: Report) -> None:
+        now = datetime.now(UTC)
+        async with self.pool.acquire() as conn, conn.transaction():
+            await rawlog.lock_head(conn)
+            stale_before = await consolidation_repo.count_stale(conn, scope)
+            promote, expire = [], []
+            for row in await consolidation_repo.expired_working(conn, scope):
+                if row["access_count"] > 0 and row["importance"] >= self.promote_importance:
+                    promote.append(row["id"])
+                else:
+                    expire.append(row["id"])
+            changes = {"kind": "episodic", "decay_class": "medium", "expires_at": None, "updated_at": now}
+            for memory_id in promote:
+                await repo.update_memory(conn, memory_id, changes, None)
+            await rawlog.append_many(
+                conn,
+                [
+                    rawlog.Entry(
+                        scope=scope,
+                        kind="memory",
+                        operation="update",
+                        author=author,
+                        target_id=memory_id,
+                        payload=payloads.update(
+                            memory_id, changes, reason="consolidation: promoted to episodic"
+                        ),
+                    )
+                    for memory_id in promote
+                ],
+            )
+            # Conclusions resting on an expired premise are stale, named for the expiry (the
+            # archive below would name it "archived"; the first reason is the one kept).
+            for premise in {
+                *expire,
+                *await consolidation_repo.expired_premises_with_fresh_conclusions(conn, scope),
+            }:
+                await graph_repo.mark_stale(conn, premise, "expired")
+            if expire:
+                await lifecycle.archive(conn, expire, author, now, reason="expired")
+            report.promoted, report.expired = len(promote), len(expire)
+            report.marked_stale = await consolidation_repo.count_stale(conn, scope) - stale_before
+
+    async def run_schedule(self, job: str, every_hours: float) -> None:
+        """The server's periodic run of `job` over every scope; a failed run is logged and retried."""
+        while True:
+            await asyncio.sleep(every_hours * 3600)
+            try:
+                for scope in await consolidation_repo.scopes_with_memories(self.pool):
+                    await self.run(job, scope)
+            except Exception:
+                # The schedule outlives a bad run: log it whole and try again next time.
+                log.exception("consolidation %s failed; will retry in %.2f h", job, every_hours)

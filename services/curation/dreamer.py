@@ -1,0 +1,396 @@
+"""The Dreamer (issue 18, item 6): proposes derived memories; never approves one.
+
+Each step builds its drafts deterministically (extractive mode) — which evidence, what rationale,
+what the draft says — and, when an LLM is configured, only the wording of the drafts not proposed
+before is asked of it (the evidence key does not depend on the wording, so a re-run never spends
+tokens on what it would not propose). A failed LLM call keeps the extractive wording and says so.
+
+Steps: revisions or retirements of stale conclusions; contradictions between live memories (same
+entity and attribute, different value) with a suggested supersede; distilled facts from clusters
+of episodes (entity overlap + embedding similarity); project summaries; procedural patterns.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import numpy as np
+from pydantic import BaseModel, Field
+
+from services.curation import consolidation_repo, graph_repo, metrics, proposals_repo, repo
+from services.curation.embedding import cosine
+from services.curation.llm import MODE_EXTRACTIVE, MODE_LLM, LlmClient
+from services.curation.proposals import Draft
+
+MAX_CHAIN_WALK = 100
+MAX_SUMMARY_ITEMS = 12
+MAX_CLUSTER = 20
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+# `<entity>'s <attribute> is <value>` and `<entity> <attribute>: <value>` (one per sentence/line).
+_POSSESSIVE = re.compile(
+    r"^\s*(?P<entity>[\w][\w .@/-]{0,60}?)'s (?P<attr>[\w][\w -]{0,40}?) (?:is|are) (?P<value>.+?)\s*\.?\s*$"
+)
+_COLON = re.compile(
+    r"^\s*(?P<entity>[\w][\w.@/-]{0,60}) (?P<attr>[\w][\w -]{0,40}?):\s*(?P<value>.+?)\s*\.?\s*$"
+)
+_CLAUSE = re.compile(r"[,;:]\s+")
+_STEP = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+\S", re.MULTILINE)
+_ARROWS = re.compile(r"\s(?:->|→|then)\s", re.IGNORECASE)
+
+
+class Wording(BaseModel):
+    content: str = Field(min_length=1, max_length=4000)
+    description: str = Field(default="", max_length=300)
+
+
+@dataclass
+class Dream:
+    drafts: list[Draft] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def first_sentence(text: str, limit: int = 300) -> str:
+    line = next((ln.strip() for ln in text.strip().splitlines() if ln.strip()), "")
+    sentence = _SENTENCE.split(line, maxsplit=1)[0]
+    return sentence[:limit]
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text.strip().lower()).strip(" .")
+
+
+def attribute_claims(text: str) -> list[tuple[str, str, str]]:
+    """(entity, attribute, value) for each sentence or line stating one."""
+    out = []
+    for line in text.splitlines():
+        for sentence in _SENTENCE.split(line):
+            # A clause may carry the statement ("After the migration, Dana's editor is emacs.").
+            candidates = [sentence, *_CLAUSE.split(sentence)[1:]]
+            possessive = next((m for c in candidates if (m := _POSSESSIVE.match(c))), None)
+            match = possessive or _COLON.match(sentence)
+            if match:
+                out.append((_norm(match["entity"]), _norm(match["attr"]), _norm(match["value"])))
+    return out
+
+
+def _arrays(vectors: dict[uuid.UUID, Any]) -> dict[uuid.UUID, np.ndarray]:
+    """pgvector values (Vector, HalfVector or arrays) as float32 arrays."""
+    out = {}
+    for key, value in vectors.items():
+        if value is None:
+            continue
+        out[key] = np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, dtype=np.float32)
+    return out
+
+
+def looks_procedural(text: str) -> bool:
+    return len(_STEP.findall(text)) >= 2 or len(_ARROWS.findall(text)) >= 2
+
+
+class Dreamer:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        llm: LlmClient | None,
+        *,
+        similarity: float,
+        similarity_alone: float,
+        min_age_days: float,
+    ) -> None:
+        self.pool = pool
+        self.llm = llm
+        self.similarity = similarity
+        self.similarity_alone = similarity_alone
+        self.min_age_days = min_age_days
+
+    # ---- steps ---------------------------------------------------------------------------
+
+    async def stale(self, conn: asyncpg.Connection, scope: str) -> list[Draft]:
+        """A revision from the current premises, or a retirement when none is left."""
+        drafts = []
+        for row in await consolidation_repo.stale_conclusions(conn, scope):
+            edges = await graph_repo.premises_of(conn, [row["id"]])
+            current = await self._current_versions(conn, [e["premise_id"] for e in edges])
+            because = row["stale_because"] or "a premise changed"
+            if not current:
+                drafts.append(
+                    Draft(
+                        scope=scope,
+                        kind="retirement",
+                        content=row["content"],
+                        description=row["description"],
+                        rationale=f"{row['id']} is stale ({because}) and none of its premises is live any more; retire it",
+                        evidence=(row["id"],),
+                        supersedes=row["id"],
+                        mode=MODE_EXTRACTIVE,
+                    )
+                )
+                continue
+            text = " ".join(first_sentence(p["content"], 400) for p in current)
+            drafts.append(
+                Draft(
+                    scope=scope,
+                    kind="revision",
+                    content=text,
+                    description=row["description"],
+                    rationale=f"{row['id']} is stale ({because}); revised from its current premises",
+                    evidence=tuple(p["id"] for p in current),
+                    supersedes=row["id"],
+                    mode=MODE_EXTRACTIVE,
+                )
+            )
+        return drafts
+
+    async def _current_versions(
+        self, conn: asyncpg.Connection, ids: Sequence[uuid.UUID]
+    ) -> list[asyncpg.Record]:
+        """Each premise's current version (the head of its supersede chain), the live ones only."""
+        out: dict[uuid.UUID, asyncpg.Record] = {}
+        now = datetime.now(UTC)
+        for memory_id in ids:
+            row = await graph_repo.node(conn, memory_id)
+            steps = 0
+            while row is not None and row["superseded_by"] is not None and steps < MAX_CHAIN_WALK:
+                row = await graph_repo.node(conn, row["superseded_by"])
+                steps += 1
+            if row is None or row["archived_at"] is not None or row["superseded_by"] is not None:
+                continue
+            if row["expires_at"] is not None and row["expires_at"] <= now:
+                continue
+            out[row["id"]] = row
+        return list(out.values())
+
+    async def _linker(
+        self, conn: asyncpg.Connection, ids: list[uuid.UUID]
+    ) -> tuple[dict[uuid.UUID, np.ndarray], dict[uuid.UUID, set[int]], list[tuple[uuid.UUID, uuid.UUID]]]:
+        """Vectors, entity sets, and the pairs that belong together: two memories that share an
+        entity and are similar, or are very similar alone (one matrix product, not a Python loop
+        over every pair)."""
+        vectors = _arrays(await repo.embeddings_for(conn, ids))
+        ents = await consolidation_repo.entity_sets(conn, ids)
+        have = [i for i in ids if i in vectors]
+        if len(have) < 2:
+            return vectors, ents, []
+        matrix = np.stack([vectors[i] for i in have])
+        matrix = matrix / (np.linalg.norm(matrix, axis=1, keepdims=True) + 1e-12)
+        sims = matrix @ matrix.T
+        floor = min(self.similarity, self.similarity_alone)
+        pairs = []
+        for x, y in np.argwhere(np.triu(sims >= floor, 1)):
+            a, b = have[int(x)], have[int(y)]
+            sim = float(sims[x, y])
+            if sim >= self.similarity_alone or (ents.get(a, set()) & ents.get(b, set())):
+                pairs.append((a, b))
+        return vectors, ents, pairs
+
+    async def contradictions(self, conn: asyncpg.Connection, scope: str) -> list[Draft]:
+        rows = await consolidation_repo.live_memories(conn, scope, None, None, None)
+        said: dict[tuple[str, str], list[tuple[asyncpg.Record, str]]] = {}
+        for row in rows:
+            for entity, attr, value in attribute_claims(row["content"]):
+                said.setdefault((entity, attr), []).append((row, value))
+        drafts = []
+        for (entity, attr), claims in said.items():
+            if len({value for _, value in claims}) < 2:
+                continue
+            newest, newest_value = max(claims, key=lambda c: (c[0]["created_at"], str(c[0]["id"])))
+            for older, value in claims:
+                if older["id"] == newest["id"] or value == newest_value:
+                    continue
+                drafts.append(
+                    Draft(
+                        scope=scope,
+                        kind="contradiction",
+                        content=newest["content"],
+                        description=newest["description"],
+                        rationale=(
+                            f"{older['id']} says {entity}'s {attr} is {value!r}; {newest['id']} (newer) says "
+                            f"{newest_value!r}; suggest that {newest['id']} supersedes {older['id']}"
+                        ),
+                        evidence=(older["id"], newest["id"]),
+                        supersedes=older["id"],
+                        mode=MODE_EXTRACTIVE,
+                    )
+                )
+        return drafts
+
+    async def facts(self, conn: asyncpg.Connection, scope: str) -> list[Draft]:
+        """Clusters of episodes (shared entity + similar, or very similar) of at least two."""
+        now = datetime.now(UTC)
+        rows = await consolidation_repo.live_memories(
+            conn, scope, ["episodic"], now - timedelta(days=30), now - timedelta(days=self.min_age_days)
+        )
+        if len(rows) < 2:
+            return []
+        ids = [r["id"] for r in rows]
+        vectors, ents, pairs = await self._linker(conn, ids)
+        drafts = []
+        for cluster in _clusters(ids, pairs):
+            members = [r for r in rows if r["id"] in cluster][:MAX_CLUSTER]
+            medoid = _medoid(members, vectors)
+            common = set.intersection(*(ents.get(m["id"], set()) for m in members))
+            names = await consolidation_repo.entity_names(conn, sorted(common))
+            about = f" about {', '.join(names[:5])}" if names else ""
+            drafts.append(
+                Draft(
+                    scope=scope,
+                    kind="fact",
+                    content=first_sentence(medoid["description"] or medoid["content"], 500),
+                    description=f"Distilled from {len(members)} episodes{about}",
+                    rationale=f"{len(members)} similar episodes{about} say the same thing; {medoid['id']} says it best",
+                    evidence=tuple(m["id"] for m in members),
+                    mode=MODE_EXTRACTIVE,
+                )
+            )
+        return drafts
+
+    async def summary(self, conn: asyncpg.Connection, scope: str) -> list[Draft]:
+        now = datetime.now(UTC)
+        rows = await consolidation_repo.live_memories(
+            conn, scope, ["semantic"], now - timedelta(days=30), None
+        )
+        rows = rows[-MAX_SUMMARY_ITEMS:]
+        if len(rows) < 2:
+            return []
+        lines = "\n".join(f"- {first_sentence(r['description'] or r['content'], 200)}" for r in rows)
+        return [
+            Draft(
+                scope=scope,
+                kind="summary",
+                content=f"What {scope} established in the last 30 days ({len(rows)} facts):\n{lines}",
+                description=f"Summary of {scope}, {rows[0]['created_at']:%Y-%m-%d} to {rows[-1]['created_at']:%Y-%m-%d}",
+                rationale=f"the {len(rows)} most recent semantic memories of {scope} in the last 30 days",
+                evidence=tuple(r["id"] for r in rows),
+                mode=MODE_EXTRACTIVE,
+            )
+        ]
+
+    async def procedures(self, conn: asyncpg.Connection, scope: str) -> list[Draft]:
+        rows = [
+            r
+            for r in await consolidation_repo.live_memories(conn, scope, None, None, None)
+            if looks_procedural(r["content"]) and r["kind"] != "procedural"
+        ]
+        if len(rows) < 2:
+            return []
+        ids = [r["id"] for r in rows]
+        vectors, _ents, pairs = await self._linker(conn, ids)
+        drafts = []
+        for cluster in _clusters(ids, pairs):
+            members = [r for r in rows if r["id"] in cluster][:MAX_CLUSTER]
+            medoid = _medoid(members, vectors)
+            drafts.append(
+                Draft(
+                    scope=scope,
+                    kind="procedure",
+                    content=medoid["content"],
+                    description=f"A workflow repeated {len(members)} times",
+                    rationale=f"{len(members)} memories describe the same multi-step workflow; {medoid['id']} is the most typical",
+                    evidence=tuple(m["id"] for m in members),
+                    mode=MODE_EXTRACTIVE,
+                )
+            )
+        return drafts
+
+    # ---- wording ---------------------------------------------------------------------------
+
+    async def new_only(self, conn: asyncpg.Connection, drafts: list[Draft]) -> list[Draft]:
+        """The drafts whose evidence key no proposal of their scope has (nothing is proposed twice)."""
+        out = []
+        by_scope: dict[str, list[Draft]] = {}
+        for d in drafts:
+            by_scope.setdefault(d.scope, []).append(d)
+        for scope, items in by_scope.items():
+            known = await proposals_repo.known_keys(conn, scope, [d.evidence_key for d in items])
+            seen: set[str] = set()
+            for d in items:
+                if d.evidence_key not in known and d.evidence_key not in seen:
+                    seen.add(d.evidence_key)
+                    out.append(d)
+        return out
+
+    async def word(self, conn: asyncpg.Connection, drafts: list[Draft], dream: Dream) -> list[Draft]:
+        """With an LLM, ask it to phrase each draft from its (fenced) evidence; otherwise as is."""
+        if self.llm is None:
+            return drafts
+        out = []
+        for d in drafts:
+            if d.kind in ("retirement", "contradiction"):
+                out.append(d)
+                continue
+            rows = await graph_repo.nodes(conn, list(d.evidence))
+            items = [(str(r["id"]), r["content"]) for r in rows]
+            if d.supersedes is not None and d.kind == "revision":
+                old = await graph_repo.node(conn, d.supersedes)
+                if old is not None:
+                    items.append((str(old["id"]), old["content"]))
+            answer = await self.llm.structured(_TASKS[d.kind], items, Wording)
+            if answer.value is None:
+                metrics.LLM_FALLBACKS.labels(f"dreamer:{d.kind}").inc()
+                if answer.note not in dream.notes:
+                    dream.notes.append(answer.note)
+                out.append(d)
+                continue
+            out.append(
+                replace(
+                    d,
+                    content=answer.value.content,
+                    description=answer.value.description or d.description,
+                    mode=MODE_LLM,
+                )
+            )
+        return out
+
+
+_TASKS = {
+    "fact": "State, in one or two sentences, the durable fact these episodes establish together.",
+    "summary": "Summarise these memories of one project: decisions made, patterns observed, open questions.",
+    "procedure": "Write the repeated multi-step workflow these memories describe as numbered steps.",
+    "revision": (
+        "The last memory is a conclusion whose premises changed; the others are its current premises. "
+        "Restate the conclusion so it follows from the current premises only."
+    ),
+}
+
+
+def _clusters(ids: list[uuid.UUID], pairs: list[tuple[uuid.UUID, uuid.UUID]]) -> list[set[uuid.UUID]]:
+    """Connected components of size >= 2 (union-find over the linked pairs)."""
+    parent = {i: i for i in ids}
+
+    def find(i: uuid.UUID) -> uuid.UUID:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for a, b in pairs:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[ra] = rb
+    groups: dict[uuid.UUID, set[uuid.UUID]] = {}
+    for i in ids:
+        groups.setdefault(find(i), set()).add(i)
+    return [g for g in groups.values() if len(g) >= 2]
+
+
+def _medoid(members: list[asyncpg.Record], vectors: dict[uuid.UUID, Any]) -> asyncpg.Record:
+    """The member most similar to the others (ties: the oldest)."""
+
+    def centrality(m: asyncpg.Record) -> float:
+        v = vectors.get(m["id"])
+        if v is None:
+            return -1.0
+        return sum(
+            cosine(v, vectors[o["id"]])
+            for o in members
+            if o["id"] != m["id"] and vectors.get(o["id"]) is not None
+        )
+
+    return max(members, key=lambda m: (centrality(m), -m["created_at"].timestamp()))
