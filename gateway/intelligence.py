@@ -9,7 +9,7 @@ from typing import Any
 from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import Request, field
-from gateway.shaping import ask_json, caller, evidence_json, proposal_json
+from gateway.shaping import ask_json, caller, evidence_json, proposal_json, to_proto
 from hypermnesia.v1 import intelligence_pb2
 from hypermnesia.validation import MAX_QUERY_CHARS, MAX_SCOPE_CHARS
 
@@ -94,11 +94,11 @@ async def list_proposals(backends: Backends, session: Session, request: ListProp
     """What the Dreamer (consolidation) proposes: distilled facts, procedures, summaries, revisions
     of stale conclusions, retirements and contradictions, each with its evidence ids and rationale.
     Nothing is written until a proposal is approved (proposal_decide)."""
-    message = intelligence_pb2.ListProposalsRequest(
+    message = to_proto(
+        intelligence_pb2.ListProposalsRequest(),
+        request,
         caller=caller(session),
         scopes=_scopes(session, request.scope),
-        status=request.status,
-        limit=request.limit,
     )
     response = await backends.call(backends.intelligence.ListProposals, message)
     return {"proposals": [proposal_json(p) for p in response.proposals]}

@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 from google.protobuf.struct_pb2 import Struct
@@ -23,6 +24,14 @@ _OPTIONAL_FIELDS = ("decay_class", "supersedes", "superseded_by", "source_ref", 
 _OPTIONAL_TIMES = ("expires_at",)
 
 M = TypeVar("M", bound=Message)
+# What each protobuf integer field can carry. A request number beyond it cannot reach the service
+# that would refuse it with its own message, so the gateway refuses it here (else protobuf raises).
+_INT_RANGES = {
+    FieldDescriptor.CPPTYPE_INT32: (-(1 << 31), (1 << 31) - 1),
+    FieldDescriptor.CPPTYPE_UINT32: (0, (1 << 32) - 1),
+    FieldDescriptor.CPPTYPE_INT64: (-(1 << 63), (1 << 63) - 1),
+    FieldDescriptor.CPPTYPE_UINT64: (0, (1 << 64) - 1),
+}
 
 
 def caller(session: Session) -> common_pb2.Caller:
@@ -49,6 +58,8 @@ def to_proto(message: M, request: BaseModel, **values: Any) -> M:
             continue
         target = spec.message_type.full_name if spec.message_type is not None else ""
         if spec.message_type is not None and spec.message_type.GetOptions().map_entry:
+            for item in value.values():
+                _check_int_range(spec.message_type.fields_by_name["value"], name, item)
             getattr(message, name).clear()
             getattr(message, name).update(value)
         elif spec.is_repeated:
@@ -61,8 +72,18 @@ def to_proto(message: M, request: BaseModel, **values: Any) -> M:
         elif isinstance(value, Message):
             getattr(message, name).CopyFrom(value)
         else:
+            _check_int_range(spec, name, value)
             setattr(message, name, value)
     return message
+
+
+def _check_int_range(spec: FieldDescriptor, name: str, value: Any) -> None:
+    bounds = _INT_RANGES.get(spec.cpp_type)
+    if bounds is None or not isinstance(value, int):
+        return
+    low, high = bounds
+    if not low <= value <= high:
+        raise InvalidArgument(f"{name} must be between {low} and {high}; got {value}")
 
 
 def iso(stamp: Timestamp) -> str:

@@ -64,6 +64,7 @@ MAX_LIST_LIMIT = 500  # retrieval: List
 MAX_STATS_DAYS = 3650  # retrieval: Stats
 MAX_LAYER_BUDGET = 32_000  # retrieval: AssembleContext, tokens per layer
 MAX_FORGET_LIMIT = 1000  # curation: Forget (memories listed)
+MAX_FORGET_DAYS = 36_500  # curation: Forget (older_than_days; HM_FORGET_AFTER_DAYS has the same bound)
 MAX_RECORD_QUERY_LIMIT = 10_000  # curation: QueryRecords
 MAX_IMPORT_RECORDS = 5000  # curation: ImportRecords
 KINDS = ("core", "working", "episodic", "semantic", "procedural", "document")
@@ -176,6 +177,14 @@ def check_topic(topic: str) -> str:
     return topic
 
 
+def check_ref(ref: str, field: str) -> str:
+    """A source ref, thread or topic id a request filters by."""
+    _check_text(ref, field)
+    if len(ref) > MAX_REF_CHARS or _has_control(ref):
+        raise InvalidArgument(f"{field} must be at most {MAX_REF_CHARS} printable characters")
+    return ref
+
+
 def check_k(k: int, max_k: int) -> int:
     if not 1 <= k <= max_k:
         raise InvalidArgument(f"k must be between 1 and {max_k} (HM_SEARCH_MAX_K); got {k}")
@@ -201,6 +210,13 @@ def check_metadata(metadata: Any, field: str = "metadata") -> dict[str, Any]:
             "Keep large data in the content, or store a reference to it"
         )
     return metadata
+
+
+def check_days(days: float, high: float, field: str) -> float:
+    """A span in days: 0 to `high`. NaN and infinity fail too (JSON parsers accept them)."""
+    if math.isnan(days) or not 0 <= days <= high:
+        raise InvalidArgument(f"{field} must be between 0 and {high:g}; got {days:g}")
+    return days
 
 
 def check_limit(limit: int, high: int, field: str = "limit") -> int:

@@ -57,8 +57,7 @@ class Forgetter:
         require(item.grants, item.scopes)
         days = self.after_days if item.older_than_days is None else item.older_than_days
         floor = self.importance_floor if item.importance_floor is None else item.importance_floor
-        if days < 0:
-            raise InvalidArgument("older_than_days must be 0 or more")
+        validation.check_days(days, validation.MAX_FORGET_DAYS, "older_than_days")
         validation.check_importance(floor)
         validation.check_limit(item.limit, validation.MAX_FORGET_LIMIT)
         now = datetime.now(UTC)

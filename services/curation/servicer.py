@@ -145,7 +145,9 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
         require(request.caller.grants, request.scopes)
         limit = request.limit or 100
         validation.check_limit(limit, validation.MAX_RECORD_QUERY_LIMIT)
-        types = [("note" if t == "memory" else t) for t in request.types]
+        types = [("note" if t == "memory" else t) for t in map(validation.check_type, request.types)]
+        if request.thread_id:
+            validation.check_ref(request.thread_id, "thread_id")
         async with self.writer.pool.acquire() as conn:
             rows = await records_repo.query(
                 conn,
