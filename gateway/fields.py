@@ -39,18 +39,23 @@ def field(
     return Field(default, description=description, json_schema_extra=stated or None, **extra)
 
 
-def _encodes(value: Any) -> bool:
+def _texts(value: Any) -> list[str]:
+    """Every string in a field's value: itself, its items, a mapping's keys and values."""
     if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return False
-        return True
+        return [value]
     if isinstance(value, list | tuple):
-        return all(_encodes(item) for item in value)
+        return [text for item in value for text in _texts(item)]
     if isinstance(value, dict):
-        return all(_encodes(key) and _encodes(item) for key, item in value.items())
-    return True  # numbers, times, nested request models (which check themselves)
+        return [text for key, item in value.items() for text in (*_texts(key), *_texts(item))]
+    return []  # numbers, times, nested request models (which check themselves)
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class Request(BaseModel):
@@ -59,11 +64,18 @@ class Request(BaseModel):
     @field_validator("*", mode="after")
     @classmethod
     def _text_travels(cls, value: Any) -> Any:
+        texts = _texts(value)
         # A JSON escape such as "\ud800" decodes to a lone surrogate, which protobuf cannot
         # serialise and Postgres cannot store; refuse it here with a message, not a crash.
-        if not _encodes(value):
+        if not all(_encodes(text) for text in texts):
             raise PydanticCustomError(
                 "utf8", "is not valid UTF-8 text (it holds a lone surrogate); send UTF-8"
+            )
+        # A NUL travels, but Postgres keeps it in no text or JSON column, and a filter holding one
+        # matches nothing: refused in every field, so no service meets it as an internal error.
+        if any("\x00" in text for text in texts):
+            raise PydanticCustomError(
+                "nul", "holds a NUL character (\\u0000), which cannot be stored; remove it"
             )
         return value
 

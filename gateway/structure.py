@@ -9,7 +9,7 @@ from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import Request, field
 from gateway.shaping import caller, component_json, constraint_json, iso, to_proto
-from hypermnesia.scopes import PROJECT_PREFIX
+from hypermnesia.scopes import PROJECT_PREFIX, permits, require
 from hypermnesia.structure_map import MAX_SOURCE_BYTES
 from hypermnesia.v1 import structure_pb2
 
@@ -23,6 +23,21 @@ def _repo(session: Session, repo: str | None) -> str:
     return repo or session.project_scope.removeprefix(PROJECT_PREFIX)
 
 
+def _readable_repo(session: Session, repo: str | None) -> str:
+    """The repo of a read. A map holds rules, not memories, so any valid token may read one; but
+    where projects are a security boundary (HM_PROJECT_REQUIRES_GRANT) a map is its project's."""
+    name = _repo(session, repo)
+    if session.project_needs_grant:
+        require(session.grants, [PROJECT_PREFIX + name])
+    return name
+
+
+def _loaded_by(session: Session, repo: str, principal: str) -> str:
+    """Who loaded the map, told only to a caller who may load it too: a principal's name is not
+    for every token that may read the rules."""
+    return principal if permits(session.grants, PROJECT_PREFIX + repo) else ""
+
+
 class ProjectMap(Request):
     repo: str | None = field(_REPO, None)
 
@@ -32,7 +47,10 @@ async def project_map(backends: Backends, session: Session, request: ProjectMap)
     is responsible for, their relationships, and the global invariants that always apply.
     Call it when you start working in a repository. repo defaults to this session's project."""
     message = to_proto(
-        structure_pb2.ProjectMapRequest(), request, caller=caller(session), repo=_repo(session, request.repo)
+        structure_pb2.ProjectMapRequest(),
+        request,
+        caller=caller(session),
+        repo=_readable_repo(session, request.repo),
     )
     r = await backends.call(backends.structure.ProjectMap, message)
     return {
@@ -46,7 +64,7 @@ async def project_map(backends: Backends, session: Session, request: ProjectMap)
             "name": r.source_name,
             "sha256": r.source_sha256,
             "loaded_at": iso(r.loaded_at),
-            "loaded_by": r.loaded_by,
+            "loaded_by": _loaded_by(session, r.repo, r.loaded_by),
         },
     }
 
@@ -62,7 +80,10 @@ async def resolve(backends: Backends, session: Session, request: ResolvePath) ->
     why it applies. path is relative to the repository root (e.g. 'src/app.py'); repo
     defaults to this session's project."""
     message = to_proto(
-        structure_pb2.ResolvePathRequest(), request, caller=caller(session), repo=_repo(session, request.repo)
+        structure_pb2.ResolvePathRequest(),
+        request,
+        caller=caller(session),
+        repo=_readable_repo(session, request.repo),
     )
     r = await backends.call(backends.structure.ResolvePath, message)
     return {

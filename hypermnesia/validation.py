@@ -199,10 +199,23 @@ def parse_id(value: str, what: str = "memory") -> uuid.UUID:
         raise InvalidArgument(f"{str(value)[:60]!r} is not a {what} id (a UUID)") from exc
 
 
+def _holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(v) for v in value)
+    return False
+
+
 def check_metadata(metadata: Any, field: str = "metadata") -> dict[str, Any]:
     """A JSON object of at most MAX_METADATA_BYTES, measured as compact UTF-8 JSON."""
     if not isinstance(metadata, dict):
         raise InvalidArgument(f'{field} must be a JSON object (e.g. {{"source": "chat"}})')
+    # Postgres cannot store a NUL in text or jsonb: refuse it here, not as an internal error there.
+    if _holds_nul(metadata):
+        raise InvalidArgument(f"{field} must not contain a NUL character (\\u0000) in a key or value")
     size = len(json.dumps(metadata, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
     if size > MAX_METADATA_BYTES:
         raise InvalidArgument(

@@ -1,4 +1,4 @@
-"""Prometheus metrics of curation's intelligence: consolidation runs and the proposals queue."""
+"""Prometheus metrics of curation: consolidation runs, the proposals queue, the raw-log verify."""
 
 from __future__ import annotations
 
@@ -21,3 +21,20 @@ PROPOSALS_PENDING = Gauge("hm_proposals_pending", "Proposals waiting for a decis
 LLM_FALLBACKS = Counter(
     "hm_llm_fallbacks_total", "Steps that fell back to extractive mode, by step", ["step"]
 )
+RAWLOG_VERIFY_RUNS = Counter(
+    "hm_rawlog_verify_runs_total",
+    "Scheduled walks of the raw log's hash chain, by outcome (ok|broken|failed: could not run)",
+    ["outcome"],
+)
+RAWLOG_VERIFY_SECONDS = Histogram(
+    "hm_rawlog_verify_seconds",
+    "Duration of a scheduled raw-log verify",
+    buckets=(0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800),
+)
+RAWLOG_VERIFIED_RECORDS = Gauge("hm_rawlog_verified_records", "Records the last verify that held walked")
+RAWLOG_LAST_OK = Gauge(
+    "hm_rawlog_verify_last_ok_timestamp_seconds", "When a scheduled verify last found the chain whole"
+)
+# Every outcome is a series from the start, so an alert on `broken` has something to read at 0.
+for _outcome in ("ok", "broken", "failed"):
+    RAWLOG_VERIFY_RUNS.labels(_outcome)

@@ -62,7 +62,7 @@ function renderMap(map) {
       tree(c.slug))));
   };
   return h('div', {},
-    h('p', { class: 'muted' }, map.source ? `Loaded ${when(map.source.loaded_at)} by ${map.source.loaded_by} from ${map.source.name}` : ''),
+    h('p', { class: 'muted' }, map.source ? `Loaded ${when(map.source.loaded_at)}${map.source.loaded_by ? ` by ${map.source.loaded_by}` : ''} from ${map.source.name}` : ''),
     h('h2', {}, 'Components'), tree('') || h('p', { class: 'muted' }, 'No components.'),
     h('h2', {}, 'Global invariants'), constraints(map.invariants),
     (map.relationships || []).length ? [h('h2', {}, 'Relationships'),
