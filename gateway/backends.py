@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from typing import Any
 
 import grpc
@@ -10,6 +11,7 @@ import grpc
 from hypermnesia.errors import HypermnesiaError
 from hypermnesia.grpc_client import open_channel
 from hypermnesia.grpc_server import SERVICE_ERROR_MARK
+from hypermnesia.read_after_write import commit_lsn
 from hypermnesia.scopes import Principal
 from hypermnesia.v1 import (
     common_pb2,
@@ -33,6 +35,40 @@ TOKEN_STORE_UNREACHABLE = (
     "keeps the tokens made by `hypermnesia token create`, is unreachable or too slow; check that the "
     "stack is running (`hypermnesia up`)"
 )
+
+
+# Principals whose last write position is remembered; past it the longest idle is forgotten (its
+# writes are long replayed by then: a replica lags milliseconds, deploy/README.md).
+MAX_WRITERS = 10_000
+
+
+class WritePositions:
+    """Read-after-write (hypermnesia/read_after_write.py): the WAL position of each principal's
+    last write, as curation reported it, sent as `min_lsn` on that principal's next reads so a
+    lagging read replica does not hide what it just saved. Per principal (a token's identity),
+    since a gateway's sessions do not outlive a request; its other sessions wait the same way.
+    Per gateway process: with several gateways, a read that lands on another one does not wait."""
+
+    def __init__(self, max_writers: int = MAX_WRITERS) -> None:
+        self.max_writers = max_writers
+        self._last: OrderedDict[str, int] = OrderedDict()
+
+    def wrote(self, principal: str, lsn: int) -> None:
+        if lsn > self._last.get(principal, 0):
+            self._last[principal] = lsn
+        if principal in self._last:
+            self._last.move_to_end(principal)
+        while len(self._last) > self.max_writers:
+            self._last.popitem(last=False)
+
+    def min_lsn(self, principal: str) -> int:
+        return self._last.get(principal, 0)
+
+
+def _principal(request: Any) -> str:
+    """The caller a request names, if it carries one (a token lookup does not)."""
+    fields = request.DESCRIPTOR.fields_by_name
+    return request.caller.principal if "caller" in fields and request.HasField("caller") else ""
 
 
 class BackendError(HypermnesiaError):
@@ -62,6 +98,7 @@ class Backends:
         self.intelligence = intelligence_pb2_grpc.IntelligenceStub(self._channels[1])
         self.provenance = provenance_pb2_grpc.ProvenanceStub(self._channels[1])
         self.timeout_s = timeout_s
+        self.writes = WritePositions()
         # Which channel and service each stub method calls, for the readiness check in _rpc.
         self._routes: dict[int, tuple[grpc.aio.Channel, str]] = {}
         for stub, channel, service in (
@@ -98,9 +135,18 @@ class Backends:
                         or f"the {service} service is unreachable; check that the stack is running "
                         "(`hypermnesia up` restarts it) and retry",
                     ) from None
+        principal = _principal(request)
+        if principal and "min_lsn" in request.DESCRIPTOR.fields_by_name:
+            request.min_lsn = self.writes.min_lsn(principal)
         try:
             # wait_for_ready rides out a service restart (reconnect) within the deadline.
-            return await method(request, timeout=timeout, wait_for_ready=True)
+            call = method(request, timeout=timeout, wait_for_ready=True)
+            response = await call
+            if principal:
+                lsn = commit_lsn(await call.trailing_metadata())
+                if lsn:
+                    self.writes.wrote(principal, lsn)
+            return response
         except grpc.aio.AioRpcError as exc:
             code = exc.code()
             if _from_service(exc):

@@ -111,6 +111,22 @@ class EmbeddedPostgres:
                 buffers_mb,
             )
 
+    @property
+    def pgdata(self) -> Path:
+        """The server's data directory."""
+        return Path(self._server.pgdata)
+
+    @property
+    def bin_dir(self) -> Path:
+        """The folder of the server's programs (pg_ctl, pg_basebackup, postgres)."""
+        return Path(self._server.bin_path)
+
+    @property
+    def run_as(self) -> str | None:
+        """The system user the server runs as: the package's own `pgserver` when we are root,
+        since Postgres refuses to run as root; None when it runs as us."""
+        return self._server.system_user
+
     def close(self) -> None:
         """Let go of this process's handle now rather than at exit (the last handle stops the
         server): whoever deletes the data dir afterwards must not leave the server running on it."""

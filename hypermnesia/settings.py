@@ -28,6 +28,14 @@ def default_data_dir() -> Path:
     return platformdirs.user_data_path("hypermnesia")
 
 
+def _postgres_url(value: str | None) -> str | None:
+    if value is not None and value.strip() == "":
+        return None
+    if value is not None and not value.startswith(("postgres://", "postgresql://")):
+        raise ValueError("must start with postgresql:// (e.g. postgresql://user:pass@host:5432/db)")
+    return value
+
+
 class CommonSettings(BaseSettings):
     """Settings every process reads."""
 
@@ -49,11 +57,7 @@ class CommonSettings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _url_scheme(cls, value: str | None) -> str | None:
-        if value is not None and value.strip() == "":
-            return None
-        if value is not None and not value.startswith(("postgres://", "postgresql://")):
-            raise ValueError("must start with postgresql:// (e.g. postgresql://user:pass@host:5432/db)")
-        return value
+        return _postgres_url(value)
 
     @field_validator("pg_shared_buffers_mb")
     @classmethod
@@ -143,9 +147,12 @@ class EmbedderClientSettings(CommonSettings):
 class RetrievalSettings(EmbedderClientSettings):
     retrieval_port: Port = DEFAULT_RETRIEVAL_PORT
     retrieval_metrics_port: Port = 9102
-    # A read replica's URL for searches (deploy/kubernetes: the CloudNativePG `-ro` Service).
-    # Not used yet: retrieval reads through HM_DATABASE_URL until read-replica support lands.
+    # A read replica's URL (deploy/kubernetes: the CloudNativePG `-ro` Service): searches, gets,
+    # lists, context and stats read there; bookkeeping and migrations stay on HM_DATABASE_URL.
     database_read_url: str | None = None
+    # How long a read waits for the replica to replay the caller's own last write before it runs on
+    # the primary instead (read-after-write, services/retrieval/replica.py); 0 = no wait.
+    replica_wait_ms: Annotated[float, Field(ge=0, le=10_000)] = 200.0
     # MiniLM scale: unrelated text ~0.0-0.1, related 0.2-0.5 (re-tune on a model swap).
     search_min_similarity: Fraction = 0.15
     search_relative_cutoff: Fraction = 0.15
@@ -189,6 +196,11 @@ class RetrievalSettings(EmbedderClientSettings):
     # Recall refreshes last_accessed_at, which keeps a used memory from being forgotten;
     # evaluations turn it off so runs stay independent.
     search_bump_access: bool = True
+
+    @field_validator("database_read_url")
+    @classmethod
+    def _read_url_scheme(cls, value: str | None) -> str | None:
+        return _postgres_url(value)
 
 
 class CurationSettings(EmbedderClientSettings):
@@ -270,7 +282,8 @@ class GatewaySettings(CommonSettings):
     curation_address: str = f"127.0.0.1:{DEFAULT_CURATION_PORT}"
     rpc_timeout_s: Annotated[float, Field(gt=0, le=600)] = 15.0
     # NoDecode: the validator below parses the JSON itself, so an empty value means no tokens.
-    auth_tokens: Annotated[dict[str, dict[str, Any]], NoDecode] = Field(default_factory=dict)
+    # repr=False: a settings object printed or logged must not carry the tokens.
+    auth_tokens: Annotated[dict[str, dict[str, Any]], NoDecode] = Field(default_factory=dict, repr=False)
     require_auth: bool = True
     default_project: str = "default"
     # false (drop-in with existing clients): a session's own project scope is readable and writable for any valid token;

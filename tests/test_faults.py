@@ -2,7 +2,8 @@
 (tooling/bench/load.py process_stack), over an embedded Postgres these tests own, while two REST
 clients keep sending searches and saves. Each test kills or restarts one part, checks what the
 clients saw meanwhile, brings the part back on the same port and checks the stack recovered by
-itself and lost nothing it had acknowledged."""
+itself and lost nothing it had acknowledged. The last test runs the stack again with retrieval
+reading through a real streaming replica (tooling/replica.py) and stops the replica."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -18,8 +20,9 @@ import asyncpg
 import pytest
 
 from hypermnesia.embedded_pg import EmbeddedPostgres
-from tooling.bench.load import TOKEN, HttpClient, Load, ProcessStack, Sample, process_stack
+from tooling.bench.load import LOOPBACK, TOKEN, HttpClient, Load, ProcessStack, Sample, process_stack
 from tooling.local_stack import create_database
+from tooling.replica import StreamingReplica
 
 EMBEDDER_UNAVAILABLE = "embedder_unavailable"  # services/retrieval/search.py
 # Every wait below is bounded by this; the stack recovers in a few seconds when it recovers.
@@ -216,5 +219,71 @@ async def test_gateway_restarted_clients_reconnect(fault_stack: ProcessStack) ->
         await task
     after = [(s.op, s.status, s.error) for s in load.samples if s.started >= back and s.status != 200]
     assert not after, f"requests failed after the gateway was back: {after[:5]}"
+    await acknowledged_saves_present(stack, load)
+    all_running(stack)
+
+
+@pytest.fixture(scope="module")
+async def replica_stack(
+    fault_pg: EmbeddedPostgres, model_cache: Path, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[tuple[ProcessStack, StreamingReplica]]:
+    """The stack again, its retrieval reading through a real streaming replica of fault_pg."""
+    replica = StreamingReplica(fault_pg, tmp_path_factory.mktemp("fault-replica") / "data")
+    replica.start()
+    try:
+        database_url = await create_database(fault_pg.url, prefix="hm_faults_replica")
+        await asyncio.sleep(0.5)  # the new database reaches the standby by replay
+        async with process_stack(
+            database_url,
+            model_cache,
+            tmp_path_factory.mktemp("fault-replica-logs"),
+            database_read_url=replica.url_for(database_url),
+            rate_writes_per_min=0,
+            rate_searches_per_min=0,
+        ) as stack:
+            yield stack, replica
+    finally:
+        replica.close()
+
+
+def replica_reads(stack: ProcessStack) -> dict[str, float]:
+    """Retrieval's replica counters, scraped from its /metrics (services/retrieval/metrics.py)."""
+    port = stack.retrieval.env["HM_RETRIEVAL_METRICS_PORT"]
+    with urllib.request.urlopen(f"http://{LOOPBACK}:{port}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    counts = {"replica": 0.0, "replica_down": 0.0}
+    for line in text.splitlines():
+        if line.startswith("hm_replica_reads_total "):
+            counts["replica"] = float(line.split()[-1])
+        elif line.startswith('hm_replica_reads_on_primary_total{reason="replica_down"}'):
+            counts["replica_down"] = float(line.split()[-1])
+    return counts
+
+
+async def test_replica_stopped_reads_go_on_from_the_primary_and_return(
+    replica_stack: tuple[ProcessStack, StreamingReplica],
+) -> None:
+    stack, replica = replica_stack
+    load = light_load(stack, seed=5)
+    task = asyncio.create_task(load.run(RECOVERY_S * 3))
+    try:
+        await wait_for(load, "search", search_ok, 0)
+        assert replica_reads(stack)["replica"] > 0, "retrieval is not reading from its replica"
+        stopped = time.monotonic()
+        await asyncio.to_thread(replica.stop)
+        await asyncio.sleep(2)  # a short outage under load
+        await wait_for(load, "search while the replica is away", search_ok, stopped + 0.5)
+        away = replica_reads(stack)
+        assert away["replica_down"] > 0, "no read was sent to the primary while the replica was away"
+        await asyncio.to_thread(replica.start)
+        deadline = time.monotonic() + RECOVERY_S
+        while replica_reads(stack)["replica"] <= away["replica"]:  # the probe puts it back (1 s)
+            assert time.monotonic() < deadline, "reads did not return to the restarted replica"
+            await asyncio.sleep(0.2)
+    finally:
+        load.stop()
+        await task
+    failed = [(s.op, s.status, s.error[:120]) for s in load.samples if s.status != 200]
+    assert not failed, f"requests failed around the replica's outage: {failed[:5]}"
     await acknowledged_saves_present(stack, load)
     all_running(stack)

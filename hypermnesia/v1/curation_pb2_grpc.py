@@ -27,7 +27,12 @@ if _version_not_supported:
 
 
 class CurationStub:
-    """The write path.
+    """The write path. Every write RPC (Save, AppendRecord, ImportRecords, Update, Delete, Restore,
+    Forget, Rebuild, Ingest, ConfirmTask) answers with the WAL position after its commit in the
+    trailing metadata key `hm-commit-lsn` (decimal uint64; hypermnesia/read_after_write.py): the
+    caller passes it back as `min_lsn` on its reads (retrieval.proto) to read its own writes through
+    a lagging read replica. Metadata rather than a field, since several of these RPCs return a bare
+    Memory.
     """
 
     def __init__(self, channel):
@@ -124,7 +129,12 @@ class CurationStub:
 
 
 class CurationServicer:
-    """The write path.
+    """The write path. Every write RPC (Save, AppendRecord, ImportRecords, Update, Delete, Restore,
+    Forget, Rebuild, Ingest, ConfirmTask) answers with the WAL position after its commit in the
+    trailing metadata key `hm-commit-lsn` (decimal uint64; hypermnesia/read_after_write.py): the
+    caller passes it back as `min_lsn` on its reads (retrieval.proto) to read its own writes through
+    a lagging read replica. Metadata rather than a field, since several of these RPCs return a bare
+    Memory.
     """
 
     def Save(self, request, context):
@@ -331,7 +341,12 @@ def add_CurationServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Curation:
-    """The write path.
+    """The write path. Every write RPC (Save, AppendRecord, ImportRecords, Update, Delete, Restore,
+    Forget, Rebuild, Ingest, ConfirmTask) answers with the WAL position after its commit in the
+    trailing metadata key `hm-commit-lsn` (decimal uint64; hypermnesia/read_after_write.py): the
+    caller passes it back as `min_lsn` on its reads (retrieval.proto) to read its own writes through
+    a lagging read replica. Metadata rather than a field, since several of these RPCs return a bare
+    Memory.
     """
 
     @staticmethod

@@ -11,7 +11,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SearchRequest(_message.Message):
-    __slots__ = ("caller", "query", "scopes", "tags", "k", "min_similarity", "relative_cutoff", "fusion", "kinds", "types", "repo", "since", "until", "as_of", "mode", "include_archived", "rerank", "topic", "topic_only", "include_stale", "depth")
+    __slots__ = ("caller", "query", "scopes", "tags", "k", "min_similarity", "relative_cutoff", "fusion", "kinds", "types", "repo", "since", "until", "as_of", "mode", "include_archived", "rerank", "topic", "topic_only", "include_stale", "depth", "min_lsn")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     SCOPES_FIELD_NUMBER: _ClassVar[int]
@@ -33,6 +33,7 @@ class SearchRequest(_message.Message):
     TOPIC_ONLY_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_STALE_FIELD_NUMBER: _ClassVar[int]
     DEPTH_FIELD_NUMBER: _ClassVar[int]
+    MIN_LSN_FIELD_NUMBER: _ClassVar[int]
     caller: _common_pb2.Caller
     query: str
     scopes: _containers.RepeatedScalarFieldContainer[str]
@@ -54,7 +55,8 @@ class SearchRequest(_message.Message):
     topic_only: bool
     include_stale: bool
     depth: str
-    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., query: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., tags: _Optional[_Iterable[str]] = ..., k: _Optional[int] = ..., min_similarity: _Optional[float] = ..., relative_cutoff: _Optional[float] = ..., fusion: _Optional[str] = ..., kinds: _Optional[_Iterable[str]] = ..., types: _Optional[_Iterable[str]] = ..., repo: _Optional[str] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., mode: _Optional[str] = ..., include_archived: _Optional[bool] = ..., rerank: _Optional[bool] = ..., topic: _Optional[str] = ..., topic_only: _Optional[bool] = ..., include_stale: _Optional[bool] = ..., depth: _Optional[str] = ...) -> None: ...
+    min_lsn: int
+    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., query: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., tags: _Optional[_Iterable[str]] = ..., k: _Optional[int] = ..., min_similarity: _Optional[float] = ..., relative_cutoff: _Optional[float] = ..., fusion: _Optional[str] = ..., kinds: _Optional[_Iterable[str]] = ..., types: _Optional[_Iterable[str]] = ..., repo: _Optional[str] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., mode: _Optional[str] = ..., include_archived: _Optional[bool] = ..., rerank: _Optional[bool] = ..., topic: _Optional[str] = ..., topic_only: _Optional[bool] = ..., include_stale: _Optional[bool] = ..., depth: _Optional[str] = ..., min_lsn: _Optional[int] = ...) -> None: ...
 
 class SearchStats(_message.Message):
     __slots__ = ("candidates", "dense_candidates", "lexical_candidates", "embed_ms", "candidates_ms", "total_ms", "fusion")
@@ -111,15 +113,17 @@ class SearchResponse(_message.Message):
     def __init__(self, hits: _Optional[_Iterable[_Union[SearchHit, _Mapping]]] = ..., degraded: _Optional[_Iterable[str]] = ..., stats: _Optional[_Union[SearchStats, _Mapping]] = ..., depth: _Optional[str] = ..., depth_reason: _Optional[str] = ...) -> None: ...
 
 class GetRequest(_message.Message):
-    __slots__ = ("caller", "id")
+    __slots__ = ("caller", "id", "min_lsn")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
+    MIN_LSN_FIELD_NUMBER: _ClassVar[int]
     caller: _common_pb2.Caller
     id: str
-    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., id: _Optional[str] = ...) -> None: ...
+    min_lsn: int
+    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., id: _Optional[str] = ..., min_lsn: _Optional[int] = ...) -> None: ...
 
 class ListRequest(_message.Message):
-    __slots__ = ("caller", "scopes", "tags", "limit", "offset", "include_archived", "full", "kinds", "types", "as_of", "include_stale")
+    __slots__ = ("caller", "scopes", "tags", "limit", "offset", "include_archived", "full", "kinds", "types", "as_of", "include_stale", "min_lsn")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     SCOPES_FIELD_NUMBER: _ClassVar[int]
     TAGS_FIELD_NUMBER: _ClassVar[int]
@@ -131,6 +135,7 @@ class ListRequest(_message.Message):
     TYPES_FIELD_NUMBER: _ClassVar[int]
     AS_OF_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_STALE_FIELD_NUMBER: _ClassVar[int]
+    MIN_LSN_FIELD_NUMBER: _ClassVar[int]
     caller: _common_pb2.Caller
     scopes: _containers.RepeatedScalarFieldContainer[str]
     tags: _containers.RepeatedScalarFieldContainer[str]
@@ -142,7 +147,8 @@ class ListRequest(_message.Message):
     types: _containers.RepeatedScalarFieldContainer[str]
     as_of: _timestamp_pb2.Timestamp
     include_stale: bool
-    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., scopes: _Optional[_Iterable[str]] = ..., tags: _Optional[_Iterable[str]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., include_archived: _Optional[bool] = ..., full: _Optional[bool] = ..., kinds: _Optional[_Iterable[str]] = ..., types: _Optional[_Iterable[str]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., include_stale: _Optional[bool] = ...) -> None: ...
+    min_lsn: int
+    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., scopes: _Optional[_Iterable[str]] = ..., tags: _Optional[_Iterable[str]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., include_archived: _Optional[bool] = ..., full: _Optional[bool] = ..., kinds: _Optional[_Iterable[str]] = ..., types: _Optional[_Iterable[str]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., include_stale: _Optional[bool] = ..., min_lsn: _Optional[int] = ...) -> None: ...
 
 class ListResponse(_message.Message):
     __slots__ = ("memories", "total")
@@ -159,14 +165,16 @@ class LineageResponse(_message.Message):
     def __init__(self, memories: _Optional[_Iterable[_Union[_common_pb2.Memory, _Mapping]]] = ...) -> None: ...
 
 class StatsRequest(_message.Message):
-    __slots__ = ("caller", "scopes", "days")
+    __slots__ = ("caller", "scopes", "days", "min_lsn")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     SCOPES_FIELD_NUMBER: _ClassVar[int]
     DAYS_FIELD_NUMBER: _ClassVar[int]
+    MIN_LSN_FIELD_NUMBER: _ClassVar[int]
     caller: _common_pb2.Caller
     scopes: _containers.RepeatedScalarFieldContainer[str]
     days: int
-    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., scopes: _Optional[_Iterable[str]] = ..., days: _Optional[int] = ...) -> None: ...
+    min_lsn: int
+    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., scopes: _Optional[_Iterable[str]] = ..., days: _Optional[int] = ..., min_lsn: _Optional[int] = ...) -> None: ...
 
 class ScopeCount(_message.Message):
     __slots__ = ("scope", "live", "archived", "superseded")
@@ -207,7 +215,7 @@ class StatsResponse(_message.Message):
     def __init__(self, scopes: _Optional[_Iterable[_Union[ScopeCount, _Mapping]]] = ..., days: _Optional[int] = ..., searches: _Optional[int] = ..., empty_rate: _Optional[float] = ..., avg_hits: _Optional[float] = ..., avg_top_score: _Optional[float] = ..., p50_ms: _Optional[float] = ..., p95_ms: _Optional[float] = ..., p99_ms: _Optional[float] = ..., degraded_rate: _Optional[float] = ..., recent_misses: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ContextRequest(_message.Message):
-    __slots__ = ("caller", "scopes", "query", "path", "repo", "mode", "thread_id", "budgets", "include_stale", "depth")
+    __slots__ = ("caller", "scopes", "query", "path", "repo", "mode", "thread_id", "budgets", "include_stale", "depth", "min_lsn")
     class BudgetsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -225,6 +233,7 @@ class ContextRequest(_message.Message):
     BUDGETS_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_STALE_FIELD_NUMBER: _ClassVar[int]
     DEPTH_FIELD_NUMBER: _ClassVar[int]
+    MIN_LSN_FIELD_NUMBER: _ClassVar[int]
     caller: _common_pb2.Caller
     scopes: _containers.RepeatedScalarFieldContainer[str]
     query: str
@@ -235,7 +244,8 @@ class ContextRequest(_message.Message):
     budgets: _containers.ScalarMap[str, int]
     include_stale: bool
     depth: str
-    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., scopes: _Optional[_Iterable[str]] = ..., query: _Optional[str] = ..., path: _Optional[str] = ..., repo: _Optional[str] = ..., mode: _Optional[str] = ..., thread_id: _Optional[str] = ..., budgets: _Optional[_Mapping[str, int]] = ..., include_stale: _Optional[bool] = ..., depth: _Optional[str] = ...) -> None: ...
+    min_lsn: int
+    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., scopes: _Optional[_Iterable[str]] = ..., query: _Optional[str] = ..., path: _Optional[str] = ..., repo: _Optional[str] = ..., mode: _Optional[str] = ..., thread_id: _Optional[str] = ..., budgets: _Optional[_Mapping[str, int]] = ..., include_stale: _Optional[bool] = ..., depth: _Optional[str] = ..., min_lsn: _Optional[int] = ...) -> None: ...
 
 class ContextLayer(_message.Message):
     __slots__ = ("name", "text", "tokens", "budget", "cited_ids", "dropped")

@@ -12,9 +12,10 @@ from google.protobuf.json_format import MessageToDict
 from hypermnesia import status, validation
 from hypermnesia.errors import InvalidArgument, NotFound
 from hypermnesia.memory_rows import memory_from_row
+from hypermnesia.read_after_write import COMMIT_LSN_KEY
 from hypermnesia.scopes import permits, require
 from hypermnesia.v1 import common_pb2, curation_pb2, curation_pb2_grpc
-from services.curation import records_repo, repo, tasks
+from services.curation import records_repo, repo, tasks, wal_repo
 from services.curation.ingest import Ingester
 from services.curation.lifecycle import ForgetInput, Forgetter
 from services.curation.messages import record_spec, record_view
@@ -43,6 +44,12 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
         self.c = curation
         self.writer = curation.writer
 
+    async def _committed(self, context: grpc.aio.ServicerContext) -> None:
+        """Tell the caller where the WAL ended after this write committed, so its next reads can
+        wait for a read replica to get there (read-after-write, curation.proto)."""
+        lsn = await wal_repo.flushed_wal(self.writer.pool)
+        context.set_trailing_metadata(((COMMIT_LSN_KEY, str(lsn)),))
+
     async def Save(
         self, request: curation_pb2.SaveRequest, context: grpc.aio.ServicerContext
     ) -> curation_pb2.SaveResponse:
@@ -65,6 +72,7 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
         response = curation_pb2.SaveResponse(created=result.created, memory=memory_from_row(result.memory))
         if result.replaced is not None:
             response.replaced.CopyFrom(memory_from_row(result.replaced))
+        await self._committed(context)
         return response
 
     async def AppendRecord(
@@ -76,6 +84,7 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
             [record_spec(request.record)],
             operation="append",
         )
+        await self._committed(context)
         return curation_pb2.ImportRecordsResponse(
             imported=result.imported, skipped=result.skipped, ids=result.ids
         )
@@ -87,6 +96,7 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
         result = await self.c.importer.import_records(
             request.caller.principal, _grants(request.caller), specs
         )
+        await self._committed(context)
         return curation_pb2.ImportRecordsResponse(
             imported=result.imported, skipped=result.skipped, ids=result.ids
         )
@@ -168,6 +178,8 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
         require(request.caller.grants, [request.scope])
         if not request.kind or not request.key:
             raise InvalidArgument("name the state object's kind and key")
+        validation.check_ref(request.kind, "kind")
+        validation.check_ref(request.key, "key")
         async with self.writer.pool.acquire() as conn:
             rows = await records_repo.state(
                 conn, request.scope, f"{request.kind}/{request.key}", request.history
@@ -190,19 +202,21 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
         row = await self.writer.update(
             UpdateInput(request.caller.principal, _grants(request.caller), request.id, changes)
         )
+        await self._committed(context)
         return memory_from_row(row)
 
     async def Delete(
         self, request: curation_pb2.MemoryRequest, context: grpc.aio.ServicerContext
     ) -> common_pb2.Memory:
-        return memory_from_row(
-            await self.writer.delete(request.caller.principal, _grants(request.caller), request.id)
-        )
+        row = await self.writer.delete(request.caller.principal, _grants(request.caller), request.id)
+        await self._committed(context)
+        return memory_from_row(row)
 
     async def Restore(
         self, request: curation_pb2.MemoryRequest, context: grpc.aio.ServicerContext
     ) -> common_pb2.Memory:
         row = await self.c.forgetter.restore(request.caller.principal, _grants(request.caller), request.id)
+        await self._committed(context)
         return memory_from_row(row)
 
     async def Forget(
@@ -220,6 +234,7 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
                 limit=request.limit or 100,
             )
         )
+        await self._committed(context)
         return curation_pb2.ForgetResponse(
             matched=result.matched,
             archived=result.archived,
@@ -238,6 +253,7 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
             )
             row = await repo.fetch_memory(conn, task_id)
         assert row is not None
+        await self._committed(context)
         return memory_from_row(row)
 
     async def Rebuild(
@@ -249,6 +265,7 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
             validation.check_scope(scope)
         require(request.caller.grants, list(request.scopes) or ["*"])
         report = await self.c.rebuilder.rebuild(list(request.scopes) or None, check=request.check)
+        await self._committed(context)
         return report.to_message()
 
     async def Ingest(
@@ -264,6 +281,7 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
             request.repo,
             [(f.path, bytes(f.content)) for f in request.files],
         )
+        await self._committed(context)
         return report.to_message()
 
     async def GetLiveSettings(

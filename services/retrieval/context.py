@@ -174,6 +174,7 @@ class ContextAssembler:
 
     async def _search(
         self,
+        pool: asyncpg.Pool,
         q: ContextInput,
         mode: str,
         kinds: list[str],
@@ -197,6 +198,7 @@ class ContextAssembler:
                 depth=depth,
             ),
             log=False,
+            pool=pool,
         )
         done.append(out)
         for flag in out.degraded:
@@ -204,7 +206,9 @@ class ContextAssembler:
                 degraded.append(flag)
         return out
 
-    async def assemble(self, q: ContextInput) -> Assembled:
+    async def assemble(self, q: ContextInput, pool: asyncpg.Pool | None = None) -> Assembled:
+        """The layers for `q`, read through `pool` (a read replica's; default the primary's)."""
+        pool = pool or self.pool
         mode, reason = choose_mode(q.mode, q.query)
         depth = recall_depth.check_depth(q.depth, recall_depth.DERIVED)
         # The layers beside `memories` keep or drop derived rows as asked; only `memories` widens.
@@ -231,39 +235,39 @@ class ContextAssembler:
 
         # 1. Procedural: how this team works.
         if has_query:
-            out = await self._search(q, mode, ["procedural"], 20, degraded, searches, side_depth)
+            out = await self._search(pool, q, mode, ["procedural"], 20, degraded, searches, side_depth)
             rows = [c.row for c in out.hits]
         else:
             rows = await reads.live_of_kinds(
-                self.pool, scopes, ["procedural"], "important", 20, q.include_stale, stored_only
+                pool, scopes, ["procedural"], "important", 20, q.include_stale, stored_only
             )
         await fill(layers["procedural"], [_row_item(r) for r in rows], counter)
 
         # 2. Project: pinned core memories, then the tier-0 map (components + global invariants).
         core = await reads.live_of_kinds(
-            self.pool, scopes, ["core"], "important", 50, q.include_stale, stored_only
+            pool, scopes, ["core"], "important", 50, q.include_stale, stored_only
         )
         items = [_row_item(r) for r in core]
         if q.repo:
-            items += await self._project_map_items(q)
+            items += await self._project_map_items(pool, q)
         await fill(layers["project"], items, counter)
 
         # 3. Path rules (tier 1): deterministic, no model.
         if q.path:
             await fill(
-                layers["path_rules"], await self._path_items(q), counter, header=f"Rules for {q.path}:"
+                layers["path_rules"], await self._path_items(pool, q), counter, header=f"Rules for {q.path}:"
             )
 
         # 4. Memories: hybrid search (or, at session start, what changed most recently).
         # Evidence (premises, ancestry) follows the rows, so the budget drops it before a hit.
         kinds = ["episodic", "semantic"]
         if has_query:
-            out = await self._search(q, mode, kinds, 30, degraded, searches, depth)
+            out = await self._search(pool, q, mode, kinds, 30, degraded, searches, depth)
             rows = [c.row for c in out.hits]
             evidence, depth_used, depth_reason = out.evidence, out.depth, out.depth_reason
         else:
             rows = await reads.live_of_kinds(
-                self.pool, scopes, kinds, "recalled", 30, q.include_stale, stored_only
+                pool, scopes, kinds, "recalled", 30, q.include_stale, stored_only
             )
             depth_used, depth_reason = depth, recall_depth.REQUESTED
             if depth == recall_depth.AUTO:
@@ -280,6 +284,7 @@ class ContextAssembler:
                     ),
                     [r["id"] for r in rows],
                     recall_depth.hops_for(depth_used),
+                    pool=pool,
                 )  # fmt: skip
         await fill(
             layers["memories"], [_row_item(r) for r in rows] + [_evidence_item(e) for e in evidence], counter
@@ -287,11 +292,11 @@ class ContextAssembler:
 
         # 5. Documents: chunks that ground the memories.
         if has_query:
-            out = await self._search(q, mode, ["document"], 20, degraded, searches, side_depth)
+            out = await self._search(pool, q, mode, ["document"], 20, degraded, searches, side_depth)
             await fill(layers["documents"], [_row_item(c.row) for c in out.hits], counter)
 
         # 6. Recent: working memories and the thread's latest turns (oldest first, at least three).
-        await self._fill_recent(layers["recent"], q, counter, stored_only)
+        await self._fill_recent(pool, layers["recent"], q, counter, stored_only)
 
         if searches:
             self.searcher.log_searches(
@@ -304,9 +309,9 @@ class ContextAssembler:
         ordered = [layers[name] for name in DEFAULT_BUDGETS]
         return Assembled(ordered, mode, reason, degraded, depth_used, depth_reason)
 
-    async def _project_map_items(self, q: ContextInput) -> list[tuple[str, str]]:
+    async def _project_map_items(self, pool: asyncpg.Pool, q: ContextInput) -> list[tuple[str, str]]:
         try:
-            reply = await structure.project_map(self.pool, q.repo)
+            reply = await structure.project_map(pool, q.repo)
         except HypermnesiaError:
             return []  # no map for this repo: the layer holds what else there is
         items = [
@@ -322,8 +327,8 @@ class ContextAssembler:
         items += [(c.id, f"- [{c.severity}] {c.text}") for c in reply.invariants]
         return items
 
-    async def _path_items(self, q: ContextInput) -> list[tuple[str, str]]:
-        reply = await structure.resolve_path(self.pool, q.repo, q.path)
+    async def _path_items(self, pool: asyncpg.Pool, q: ContextInput) -> list[tuple[str, str]]:
+        reply = await structure.resolve_path(pool, q.repo, q.path)
         items: list[tuple[str, str]] = []
         if reply.matched:
             items.append(
@@ -339,16 +344,14 @@ class ContextAssembler:
         return items
 
     async def _fill_recent(
-        self, layer: Layer, q: ContextInput, counter: TokenCounter, stored_only: bool
+        self, pool: asyncpg.Pool, layer: Layer, q: ContextInput, counter: TokenCounter, stored_only: bool
     ) -> None:
         working = await reads.live_of_kinds(
-            self.pool, q.scopes, ["working"], "updated", 20, q.include_stale, stored_only
+            pool, q.scopes, ["working"], "updated", 20, q.include_stale, stored_only
         )
         turns: list[asyncpg.Record] = []
         if q.thread_id:
-            turns = await reads.latest_turns(
-                self.pool, q.scopes, q.thread_id, 50, q.include_stale, stored_only
-            )
+            turns = await reads.latest_turns(pool, q.scopes, q.thread_id, 50, q.include_stale, stored_only)
         # Newest turns first when filling, shown oldest first; the last three are always kept.
         turn_items = [
             (

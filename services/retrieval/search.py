@@ -150,6 +150,10 @@ class Searcher:
             raise InvalidArgument("topic_only needs a topic: name the topic to restrict the search to")
         for kind in q.kinds:
             validation.check_kind(kind)
+        for type_ in q.types:
+            validation.check_type(type_)
+        if q.repo:
+            validation.check_ref(q.repo, "repo")
         require(q.grants, q.scopes)
         fusion = q.fusion or self.settings.fusion
         if fusion not in FUSIONS:
@@ -175,10 +179,17 @@ class Searcher:
             return None
 
     async def gather(
-        self, q: SearchInput, depth: str, degraded: list[str], stages: dict[str, float]
+        self,
+        q: SearchInput,
+        depth: str,
+        degraded: list[str],
+        stages: dict[str, float],
+        *,
+        pool: asyncpg.Pool | None = None,
     ) -> tuple[list, list[Candidate], bool]:
         """The query embedding and the one candidate round trip: (rows, candidates, whether the
-        dense leg ran). A long query is read in part by each leg (fusion.dense_text, lexical_text)."""
+        dense leg ran). A long query is read in part by each leg (fusion.dense_text, lexical_text).
+        `pool` is where it reads (a read replica's; default the primary's)."""
         started = time.perf_counter()
         vector = await self._embed_query(fusion_signals.dense_text(q.query), degraded)
         stages["embed_ms"] = (time.perf_counter() - started) * 1000
@@ -204,7 +215,7 @@ class Searcher:
             # Only auto decides from which hits are derived; the default adds nothing to the query.
             flag_derived=depth == recall_depth.AUTO,
         )
-        rows = await repo.candidates(self.pool, cq, vector, self.scope_sizes)
+        rows = await repo.candidates(pool or self.pool, cq, vector, self.scope_sizes)
         stages["candidates_ms"] = (time.perf_counter() - t) * 1000
         candidates = [
             Candidate(
@@ -219,9 +230,13 @@ class Searcher:
         ]
         return rows, candidates, vector is not None
 
-    async def search(self, q: SearchInput, *, log: bool = True) -> SearchOutput:
+    async def search(
+        self, q: SearchInput, *, log: bool = True, pool: asyncpg.Pool | None = None
+    ) -> SearchOutput:
         """`log` False leaves the search_log row to the caller (context assembly logs one row for
-        the several searches it runs: log_searches)."""
+        the several searches it runs: log_searches). `pool` is where it reads (a read replica's;
+        default the primary's); bookkeeping is written to the primary either way."""
+        pool = pool or self.pool
         fusion, mode, depth = self._validate(q)
         weights = self.weights[mode]
         started = time.perf_counter()
@@ -230,7 +245,7 @@ class Searcher:
         # The SQL waits for the vector. Running the lexical leg during the embedding was tried and
         # measured 3-4 ms slower on 2 cores: its Postgres work slowed onnxruntime by more than it
         # saved (docs/PERFORMANCE.md, Search, "tried, not kept").
-        rows, candidates, have_vectors = await self.gather(q, depth, degraded, stages)
+        rows, candidates, have_vectors = await self.gather(q, depth, degraded, stages, pool=pool)
         t = time.perf_counter()
         fuse(
             candidates,
@@ -243,7 +258,7 @@ class Searcher:
         add_context(candidates, weights)
         stages["score_ms"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
-        await self._structural_signals(q, candidates, weights)
+        await self._structural_signals(pool, q, candidates, weights)
         stages["signals_ms"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
         blend(candidates, weights)
@@ -265,7 +280,7 @@ class Searcher:
         evidence: list[Evidence] = []
         if recall_depth.hops_for(policy) and hits:
             t = time.perf_counter()
-            evidence = await self.evidence(q, [c.id for c in hits], recall_depth.hops_for(policy))
+            evidence = await self.evidence(q, [c.id for c in hits], recall_depth.hops_for(policy), pool=pool)
             stages["evidence_ms"] = (time.perf_counter() - t) * 1000
         stages["total_ms"] = (time.perf_counter() - started) * 1000
         metrics.SEARCH_SECONDS.observe(stages["total_ms"] / 1000)
@@ -285,13 +300,15 @@ class Searcher:
         self._after_search(q, out, log=log)
         return out
 
-    async def evidence(self, q: SearchInput, hits: list[uuid.UUID], hops: int) -> list[Evidence]:
+    async def evidence(
+        self, q: SearchInput, hits: list[uuid.UUID], hops: int, *, pool: asyncpg.Pool | None = None
+    ) -> list[Evidence]:
         """The evidence of the derived rows among `hits` (best first), within `hops` and
         recall_depth.MAX_ROWS, in the searched scopes only and as live (or stale, archived, as of)
         as the hits were asked to be: one indexed query. A stored hit has no edges and adds
         nothing, so every hit may be passed."""
         rows = await repo.evidence(
-            self.pool,
+            pool or self.pool,
             hits,
             hits,
             Prefilter(
@@ -305,7 +322,9 @@ class Searcher:
         )
         return [Evidence(row=r, premise_of=r["premise_of"], hops=int(r["hops"])) for r in rows]
 
-    async def _structural_signals(self, q: SearchInput, candidates: list[Candidate], w: Weights) -> None:
+    async def _structural_signals(
+        self, pool: asyncpg.Pool, q: SearchInput, candidates: list[Candidate], w: Weights
+    ) -> None:
         """Topic match, entity overlap and the active-task bonus (signals.py); the last two are
         looked up only when weighted."""
         ids = [c.id for c in candidates]
@@ -316,11 +335,11 @@ class Searcher:
                 c.topic_match = signals.topic_match(q.topic, c.row["metadata"])
         wanted = signals.query_entities(q.query) if w.entity > 0 else frozenset()
         if wanted:
-            linked = await signals.entity_sets(self.pool, ids)
+            linked = await signals.entity_sets(pool, ids)
             for c in candidates:
                 c.entity_overlap = signals.jaccard(wanted, linked.get(c.id, frozenset()))
         if w.task > 0:
-            active = await signals.active_task_ids(self.pool, q.scopes, ids)
+            active = await signals.active_task_ids(pool, q.scopes, ids)
             for c in candidates:
                 c.task_bonus = signals.TASK_BONUS if c.id in active else 0.0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import asyncpg
 import grpc
 
 from hypermnesia import status, validation
@@ -15,6 +16,7 @@ from hypermnesia.v1 import common_pb2, retrieval_pb2, retrieval_pb2_grpc
 from services.retrieval import reads, repo
 from services.retrieval.context import ContextAssembler, ContextInput
 from services.retrieval.filters import Prefilter
+from services.retrieval.replica import ReadRouter
 from services.retrieval.search import Searcher, SearchInput
 
 DEFAULT_LIST_LIMIT = 50
@@ -28,39 +30,40 @@ def _time(request: Any, name: str) -> datetime | None:
 
 
 class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
-    def __init__(self, searcher: Searcher, assembler: ContextAssembler) -> None:
+    def __init__(self, searcher: Searcher, assembler: ContextAssembler, router: ReadRouter) -> None:
         self.searcher = searcher
         self.assembler = assembler
+        # Reads go through the router (a read replica when set, read-after-write by min_lsn).
+        self.router = router
 
     async def Search(
         self, request: retrieval_pb2.SearchRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.SearchResponse:
-        out = await self.searcher.search(
-            SearchInput(
-                principal=request.caller.principal,
-                grants=tuple(request.caller.grants),
-                query=request.query,
-                scopes=list(request.scopes),
-                tags=list(request.tags),
-                k=request.k,
-                min_similarity=request.min_similarity if request.HasField("min_similarity") else None,
-                relative_cutoff=request.relative_cutoff if request.HasField("relative_cutoff") else None,
-                fusion=request.fusion,
-                kinds=list(request.kinds),
-                types=list(request.types),
-                repo=request.repo,
-                since=_time(request, "since"),
-                until=_time(request, "until"),
-                as_of=_time(request, "as_of"),
-                mode=request.mode,
-                include_archived=request.include_archived,
-                rerank=request.rerank,
-                topic=request.topic,
-                topic_only=request.topic_only,
-                include_stale=request.include_stale,
-                depth=request.depth,
-            )
+        query = SearchInput(
+            principal=request.caller.principal,
+            grants=tuple(request.caller.grants),
+            query=request.query,
+            scopes=list(request.scopes),
+            tags=list(request.tags),
+            k=request.k,
+            min_similarity=request.min_similarity if request.HasField("min_similarity") else None,
+            relative_cutoff=request.relative_cutoff if request.HasField("relative_cutoff") else None,
+            fusion=request.fusion,
+            kinds=list(request.kinds),
+            types=list(request.types),
+            repo=request.repo,
+            since=_time(request, "since"),
+            until=_time(request, "until"),
+            as_of=_time(request, "as_of"),
+            mode=request.mode,
+            include_archived=request.include_archived,
+            rerank=request.rerank,
+            topic=request.topic,
+            topic_only=request.topic_only,
+            include_stale=request.include_stale,
+            depth=request.depth,
         )
+        out = await self.router.read(request.min_lsn, lambda pool: self.searcher.search(query, pool=pool))
         return retrieval_pb2.SearchResponse(
             hits=[
                 retrieval_pb2.SearchHit(
@@ -98,7 +101,8 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
     async def Get(
         self, request: retrieval_pb2.GetRequest, context: grpc.aio.ServicerContext
     ) -> common_pb2.Memory:
-        row = await repo.get_memory(self.searcher.pool, validation.parse_id(request.id))
+        memory_id = validation.parse_id(request.id)
+        row = await self.router.read(request.min_lsn, lambda pool: repo.get_memory(pool, memory_id))
         # A memory outside the caller's scopes is reported exactly like a missing one.
         if row is None or not permits(request.caller.grants, row["scope"]):
             raise NotFound(f"no memory {request.id} in your scopes")
@@ -122,6 +126,9 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
             raise InvalidArgument("offset must not be negative")
         for kind in request.kinds:
             validation.check_kind(kind)
+        validation.check_tags(list(request.tags))
+        for type_ in request.types:
+            validation.check_type(type_)
         prefilter = Prefilter(
             scopes=scopes,
             tags=list(request.tags),
@@ -131,7 +138,9 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
             include_archived=request.include_archived,
             include_stale=request.include_stale,
         )
-        page = await reads.list_memories(self.searcher.pool, prefilter, limit, request.offset)
+        page = await self.router.read(
+            request.min_lsn, lambda pool: reads.list_memories(pool, prefilter, limit, request.offset)
+        )
         memories = []
         for row in page.rows:
             memory = memory_from_row(row)
@@ -143,7 +152,8 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
     async def Lineage(
         self, request: retrieval_pb2.GetRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.LineageResponse:
-        rows = await reads.lineage(self.searcher.pool, validation.parse_id(request.id))
+        memory_id = validation.parse_id(request.id)
+        rows = await self.router.read(request.min_lsn, lambda pool: reads.lineage(pool, memory_id))
         visible = [r for r in rows if permits(request.caller.grants, r["scope"])]
         if not visible:
             raise NotFound(f"no memory {request.id} in your scopes")
@@ -156,8 +166,11 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
         days = request.days or DEFAULT_STATS_DAYS
         validation.check_limit(days, validation.MAX_STATS_DAYS, "days")
         since = datetime.now(UTC) - timedelta(days=days)
-        counts = await reads.scope_counts(self.searcher.pool, scopes)
-        health = await reads.search_health(self.searcher.pool, scopes, since)
+
+        async def load(pool: asyncpg.Pool) -> tuple[list[asyncpg.Record], asyncpg.Record]:
+            return await reads.scope_counts(pool, scopes), await reads.search_health(pool, scopes, since)
+
+        counts, health = await self.router.read(request.min_lsn, load)
         return retrieval_pb2.StatsResponse(
             scopes=[
                 retrieval_pb2.ScopeCount(
@@ -183,20 +196,21 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
         scopes = self._scopes(request.caller, list(request.scopes))
         if request.query:
             validation.check_query(request.query)
-        assembled = await self.assembler.assemble(
-            ContextInput(
-                principal=request.caller.principal,
-                grants=tuple(request.caller.grants),
-                scopes=scopes,
-                query=request.query,
-                path=request.path,
-                repo=request.repo,
-                mode=request.mode,
-                thread_id=request.thread_id,
-                budgets=dict(request.budgets),
-                include_stale=request.include_stale,
-                depth=request.depth,
-            )
+        question = ContextInput(
+            principal=request.caller.principal,
+            grants=tuple(request.caller.grants),
+            scopes=scopes,
+            query=request.query,
+            path=request.path,
+            repo=request.repo,
+            mode=request.mode,
+            thread_id=request.thread_id,
+            budgets=dict(request.budgets),
+            include_stale=request.include_stale,
+            depth=request.depth,
+        )
+        assembled = await self.router.read(
+            request.min_lsn, lambda pool: self.assembler.assemble(question, pool)
         )
         return retrieval_pb2.ContextResponse(
             layers=[

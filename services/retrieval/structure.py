@@ -22,6 +22,7 @@ from hypermnesia.structure_glob import GlobError, compile_glob, normalize_path
 from hypermnesia.structure_map import check_repo
 from hypermnesia.v1 import structure_pb2, structure_pb2_grpc
 from services.retrieval import structure_repo
+from services.retrieval.replica import ReadRouter
 
 SERVICE_NAME = structure_pb2.DESCRIPTOR.services_by_name["Structure"].full_name
 GLOBAL_REASON = "global invariant"
@@ -185,20 +186,21 @@ class StructureServicer(structure_pb2_grpc.StructureServicer):
     """Reads need no scope: the gateway admits any valid token to the map (it holds rules, not memories).
     Context assembly calls the same functions (project_map, resolve_path) directly."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self.pool = pool
+    def __init__(self, router: ReadRouter) -> None:
+        self.router = router
 
+    # These requests carry no min_lsn: a map just loaded may show up the replica's lag later.
     async def ProjectMap(
         self, request: structure_pb2.ProjectMapRequest, context: grpc.aio.ServicerContext
     ) -> structure_pb2.ProjectMapResponse:
-        return await project_map(self.pool, request.repo)
+        return await self.router.read(0, lambda pool: project_map(pool, request.repo))
 
     async def ResolvePath(
         self, request: structure_pb2.ResolvePathRequest, context: grpc.aio.ServicerContext
     ) -> structure_pb2.ResolvePathResponse:
-        return await resolve_path(self.pool, request.repo, request.path)
+        return await self.router.read(0, lambda pool: resolve_path(pool, request.repo, request.path))
 
 
-def registration(pool: asyncpg.Pool) -> Registration:
+def registration(router: ReadRouter) -> Registration:
     """The entry for `create_server([...])` in services/retrieval/server.py."""
-    return (structure_pb2_grpc.add_StructureServicer_to_server, StructureServicer(pool), SERVICE_NAME)
+    return (structure_pb2_grpc.add_StructureServicer_to_server, StructureServicer(router), SERVICE_NAME)

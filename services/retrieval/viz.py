@@ -14,6 +14,7 @@ from hypermnesia.grpc_server import Registration
 from hypermnesia.scopes import require
 from hypermnesia.v1 import viz_pb2, viz_pb2_grpc
 from services.retrieval import viz_repo
+from services.retrieval.replica import ReadRouter
 from services.retrieval.scoring import recency
 
 __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "SERVICE_NAME", "VizServicer", "registration"]
@@ -35,8 +36,8 @@ def _label(row: asyncpg.Record) -> str:
 
 
 class VizServicer(viz_pb2_grpc.VizServicer):
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self.pool = pool
+    def __init__(self, router: ReadRouter) -> None:
+        self.router = router
 
     def _filter(self, request: viz_pb2.VizGraphRequest) -> viz_repo.GraphFilter:
         scopes = list(request.scopes)
@@ -59,7 +60,13 @@ class VizServicer(viz_pb2_grpc.VizServicer):
         self, request: viz_pb2.VizGraphRequest, context: grpc.aio.ServicerContext
     ) -> viz_pb2.VizGraphResponse:
         f = self._filter(request)
-        rows, total, method = await viz_repo.nodes(self.pool, f)
+
+        async def load(pool: asyncpg.Pool) -> tuple[list[asyncpg.Record], int, str, list[asyncpg.Record]]:
+            rows, total, method = await viz_repo.nodes(pool, f)
+            return rows, total, method, await viz_repo.edges(pool, [r["id"] for r in rows])
+
+        # The map may trail the caller's last write by the replica's lag (its request has no min_lsn).
+        rows, total, method, edges = await self.router.read(0, load)
         now = datetime.now(UTC)
         nodes = []
         for r in rows:
@@ -82,7 +89,6 @@ class VizServicer(viz_pb2_grpc.VizServicer):
             if r["archived_at"] is not None:
                 node.archived_at.FromDatetime(r["archived_at"])
             nodes.append(node)
-        edges = await viz_repo.edges(self.pool, [r["id"] for r in rows])
         return viz_pb2.VizGraphResponse(
             nodes=nodes,
             edges=[
@@ -100,6 +106,6 @@ class VizServicer(viz_pb2_grpc.VizServicer):
         )
 
 
-def registration(pool: asyncpg.Pool) -> Registration:
+def registration(router: ReadRouter) -> Registration:
     """The entry for `create_server([...])` in services/retrieval/server.py."""
-    return (viz_pb2_grpc.add_VizServicer_to_server, VizServicer(pool), SERVICE_NAME)
+    return (viz_pb2_grpc.add_VizServicer_to_server, VizServicer(router), SERVICE_NAME)

@@ -1,0 +1,210 @@
+"""Which pool a read runs on: the read replica (HM_DATABASE_READ_URL) when it is up and has
+replayed the caller's last write, else the primary.
+
+A streaming replica applies the primary's WAL a little later (about a millisecond here, more
+across a network: deploy/README.md, "A read replica's lag and a search right after a save"). A save followed at once by a search from the same caller must
+find what it saved, so the caller passes the WAL position of its last write (`min_lsn`,
+hypermnesia/read_after_write.py): when the replica has not replayed that far, the read waits up
+to HM_REPLICA_WAIT_MS, polling the replica's replay position, and then runs on the primary. The
+last position seen is kept, so a read whose write is already replayed (most of them) and a read
+with no `min_lsn` cost no extra round trip.
+
+A replica that cannot be reached, or fails a read, is taken out: reads run on the primary (the
+log says so once, hm_replica_reads_on_primary_total counts them) until a probe, once a second,
+finds it answering again. The same probe keeps the lag gauge and the replayed position fresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import asyncpg
+from pgvector.asyncpg import register_vector
+
+from services.retrieval import metrics, replica_repo
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# Why a read ran on the primary (the metric's label values).
+BEHIND = "behind"  # the replica had not replayed the caller's write within the wait
+REPLICA_DOWN = "replica_down"  # unreachable, or failing, and not yet answering a probe again
+REPLICA_ERROR = "replica_error"  # this read failed there (e.g. cancelled by a conflict with recovery)
+REASONS = (BEHIND, REPLICA_DOWN, REPLICA_ERROR)
+
+# What says the replica is gone (refused, reset, shutting down, starting up) rather than the
+# read being wrong: OSError and asyncio's TimeoutError for the connection, class 08 and
+# 57P01-57P03 from the server, InterfaceError for a connection that died under the pool.
+_GONE = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.InterfaceError,
+)
+# A standby cancels a query whose rows replay must change (40001), and refuses a write (25006).
+_REFUSED = (asyncpg.SerializationError, asyncpg.ReadOnlySQLTransactionError)
+
+CONNECT_TIMEOUT_S = 2.0  # a blackholed replica must not hold a read for the default 60 s
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    await register_vector(conn)
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """No reset query on release, as hypermnesia/pool.py explains for the primary's pool."""
+
+
+async def open_replica_pool(url: str, max_size: int) -> asyncpg.Pool:
+    """A pool on the replica. Not bootstrap.open_service_pool (hypermnesia.pool.connect_pool) yet:
+    that creates the `vector` extension first, which a standby refuses (read-only), and connects
+    at once. No connection is opened here (min_size 0), so a replica that is down at start-up
+    leaves retrieval reading from the primary instead of failing.
+    TODO(rls): once connect_pool can open a read-only pool, use open_service_pool here so the
+    replica's connections act under the caller's grants as the primary's do."""
+    pool = await asyncpg.create_pool(
+        url,
+        min_size=0,
+        max_size=max_size,
+        init=_init_connection,
+        reset=_keep_session,
+        command_timeout=60,
+        timeout=CONNECT_TIMEOUT_S,
+    )
+    assert pool is not None
+    return pool
+
+
+class ReadRouter:
+    """Runs reads on the replica or the primary (see the module's docstring)."""
+
+    def __init__(
+        self,
+        primary: asyncpg.Pool,
+        replica: asyncpg.Pool | None,
+        *,
+        wait_ms: float = 200.0,
+        poll_ms: float = 2.0,
+        probe_every_s: float = 1.0,
+        replica_name: str = "",
+    ) -> None:
+        self.primary = primary
+        self.replica = replica
+        self.wait_s = wait_ms / 1000
+        self.poll_s = poll_ms / 1000
+        self.probe_every_s = probe_every_s
+        self.replica_name = replica_name
+        self.replayed = 0  # the highest replay position seen since the replica came up
+        self.up = replica is not None
+        self._probe: asyncio.Task[None] | None = None
+        if replica is not None:
+            for reason in REASONS:  # every series from the start, at 0, for rate() and alerts
+                metrics.READS_ON_PRIMARY.labels(reason)
+
+    async def start(self) -> None:
+        """Probe the replica once (so the first reads know its position) and keep probing."""
+        if self.replica is None:
+            return
+        await self.probe()
+        self._probe = asyncio.create_task(self._probe_loop(), name="replica-probe")
+
+    async def read(self, min_lsn: int, run: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:
+        """`run(pool)` on the replica when it is up and has replayed `min_lsn` (0: any position),
+        waiting for it at most HM_REPLICA_WAIT_MS; else on the primary."""
+        replica = self.replica
+        if replica is None:
+            return await run(self.primary)
+        if not self.up:
+            return await self._on_primary(REPLICA_DOWN, run)
+        try:
+            if min_lsn > self.replayed and not await self._caught_up(replica, min_lsn):
+                reason = BEHIND
+            else:
+                result = await run(replica)
+                metrics.REPLICA_READS.inc()
+                return result
+        except _GONE as exc:
+            await self._take_out(exc)
+            reason = REPLICA_DOWN
+        except _REFUSED as exc:
+            log.warning("a read failed on the replica, retried on the primary: %s", exc)
+            reason = REPLICA_ERROR
+        return await self._on_primary(reason, run)
+
+    async def _on_primary(self, reason: str, run: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:
+        metrics.READS_ON_PRIMARY.labels(reason).inc()
+        return await run(self.primary)
+
+    async def _caught_up(self, replica: asyncpg.Pool, min_lsn: int) -> bool:
+        """Poll the replica's replay position until it reaches min_lsn or the wait is over."""
+        started = time.monotonic()
+        try:
+            while True:
+                self.replayed = max(self.replayed, await replica_repo.replayed_lsn(replica))
+                if self.replayed >= min_lsn:
+                    return True
+                if time.monotonic() - started >= self.wait_s:
+                    return False
+                await asyncio.sleep(self.poll_s)
+        finally:
+            metrics.REPLICA_WAIT_SECONDS.observe(time.monotonic() - started)
+
+    async def _take_out(self, exc: BaseException) -> None:
+        if self.up:
+            log.warning(
+                "read replica %s failed (%s: %s); reading from the primary until it answers again",
+                self.replica_name,
+                exc.__class__.__name__,
+                exc,
+            )
+        self.up = False
+        # A restarted standby replays from its last restartpoint: positions seen before may not
+        # hold any more. Its pooled connections are dead too; new ones are made when it is back.
+        self.replayed = 0
+        metrics.REPLICA_UP.set(0)
+        if self.replica is not None:
+            await self.replica.expire_connections()
+
+    async def probe(self) -> None:
+        """Read the replica's replay position (and the primary's, for the lag gauge); put the
+        replica back in service when it answers, take it out when it does not."""
+        assert self.replica is not None
+        try:
+            replayed = await replica_repo.replayed_lsn(self.replica)
+        except (*_GONE, *_REFUSED, asyncpg.PostgresError) as exc:
+            await self._take_out(exc)
+            return
+        self.replayed = max(self.replayed, replayed)
+        if not self.up:
+            log.info("read replica %s answers again; reads go back to it", self.replica_name)
+            self.up = True
+        metrics.REPLICA_UP.set(1)
+        with contextlib.suppress(*_GONE, asyncpg.PostgresError):
+            lag = await replica_repo.primary_lsn(self.primary) - replayed
+            metrics.REPLICA_LAG_BYTES.set(max(0, lag))
+
+    async def _probe_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.probe_every_s)
+            try:
+                await self.probe()
+            except Exception:  # the probe must outlive anything odd; reads fall back meanwhile
+                log.exception("replica probe failed")
+
+    async def close(self) -> None:
+        if self._probe is not None:
+            self._probe.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._probe
+            self._probe = None
+        if self.replica is not None:
+            await self.replica.close()
