@@ -11,7 +11,7 @@ from hypermnesia.embedded_pg import EmbeddedPostgres, resolve_database_url
 from hypermnesia.embedder_client import EmbedderClient
 from hypermnesia.migrator import migrate
 from hypermnesia.pin import ensure_embedding_pin
-from hypermnesia.pool import connect_pool
+from hypermnesia.pool import check_service_role, connect_pool
 from hypermnesia.settings import EmbedderClientSettings
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,12 @@ async def open_store(settings: EmbedderClientSettings) -> Store:
         settings.database_url, settings.data_dir, settings.pg_shared_buffers_mb
     )
     pool = await connect_pool(url, max_size=settings.db_pool_size)
-    await migrate(pool)
+    try:
+        await migrate(pool)  # creates the role requests run as (migration 0025)
+        await check_service_role(pool)
+    except BaseException:
+        await pool.close()
+        raise
     return Store(pool, embedded)
 
 

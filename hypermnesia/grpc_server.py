@@ -15,6 +15,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import Counter, Histogram, start_http_server
 
+from hypermnesia import row_security
 from hypermnesia.errors import HypermnesiaError
 
 log = logging.getLogger(__name__)
@@ -33,13 +34,15 @@ Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
 
 def guarded(method: str, inner: Handler) -> Handler:
     """`inner` with HypermnesiaError turned into its status, any other exception into INTERNAL
-    without details (those go to the log, never to the caller), and its duration recorded."""
+    without details (those go to the log, never to the caller), and its duration recorded. The
+    database acts for the request's caller throughout (`row_security.for_request`)."""
     seconds = RPC_SECONDS.labels(method)
 
     async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> Any:
         started = time.perf_counter()
         try:
-            return await inner(request, context)
+            with row_security.acting_as(row_security.for_request(request)):
+                return await inner(request, context)
         except HypermnesiaError as exc:
             RPC_ERRORS.labels(method, exc.code.name).inc()
             await context.abort(exc.code, exc.message, trailing_metadata=SERVICE_ERROR_MARK)

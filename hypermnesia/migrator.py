@@ -46,4 +46,38 @@ async def migrate(pool: asyncpg.Pool) -> list[str]:
                 await conn.execute("INSERT INTO schema_migrations (version) VALUES ($1)", name)
             log.info("applied migration %s", name)
             applied_now.append(name)
+        await _ensure_leakproof(conn)
     return applied_now
+
+
+# Under row-level security (migration 0025) Postgres lets an index serve a caller's query only
+# through LEAKPROOF functions: a leaky one may not see a row before the policy has passed it.
+# Stock `@@` and `@>` are not marked so, which would make every caller's lexical leg (the GIN
+# index on search_tsv) and tags filter scan memories. Both only compare their arguments (no
+# error, no output that depends on a row's values), so marking them is sound; only a superuser
+# may (embedded Postgres migrates as one; deploy/kubernetes/postgres.yaml does it at initdb).
+INDEXED_OPERATOR_FUNCTIONS = (
+    "pg_catalog.ts_match_vq(tsvector, tsquery)",
+    "pg_catalog.arraycontains(anyarray, anyarray)",
+)
+
+
+async def _ensure_leakproof(conn: asyncpg.Connection) -> None:
+    leaky = await conn.fetch(
+        "SELECT p.oid::regprocedure::text AS fn FROM pg_proc p"
+        " WHERE p.oid = ANY($1::text[]::regprocedure[]) AND NOT p.proleakproof",
+        list(INDEXED_OPERATOR_FUNCTIONS),
+    )
+    if not leaky:
+        return
+    if await conn.fetchval("SELECT rolsuper FROM pg_roles WHERE rolname = current_user"):
+        for row in leaky:
+            await conn.execute(f"ALTER FUNCTION {row['fn']} LEAKPROOF")
+        return
+    statements = "; ".join(f"ALTER FUNCTION {row['fn']} LEAKPROOF" for row in leaky)
+    log.warning(
+        "lexical search and tag filters will scan every memory instead of using their indexes: "
+        "row-level security needs their operators marked LEAKPROOF, which only a superuser may do. "
+        "As a superuser, in this database, run: %s",
+        statements,
+    )

@@ -232,14 +232,17 @@ class CurationSettings(EmbedderClientSettings):
     llm_max_retries: Annotated[int, Field(ge=0, le=10)] = 2
     # Tokens per UTC day (the responses' `usage`); a spent budget falls back to extractive.
     llm_daily_tokens: Annotated[int, Field(ge=0, le=1_000_000_000)] = 200_000
-    # Consolidation (daily, weekly, monthly jobs) inside the server: hours between runs, the first one
-    # interval after start; 0 = off.
     # Signed checkpoints of the raw log's head (services/curation/checkpoints.py): the Ed25519 key
     # lives outside the database (default: checkpoint-key.pem in the user's config dir); curation
     # writes one to HM_CHECKPOINT_DIR every HM_CHECKPOINT_HOURS (0 = off).
     checkpoint_key: Path | None = None
     checkpoint_dir: Path | None = None
     checkpoint_hours: Annotated[float, Field(ge=0, le=8760)] = 0.0
+    # The whole raw log verified every this many hours (services/curation/verify_schedule.py), its
+    # outcome exported for the HypermnesiaRawLogBroken alert; 0 = off.
+    verify_hours: Annotated[float, Field(ge=0, le=8760)] = 24.0
+    # Consolidation (daily, weekly, monthly jobs) inside the server: hours between runs, the first one
+    # interval after start; 0 = off.
     consolidation_daily_hours: Annotated[float, Field(ge=0, le=8760)] = 24.0
     consolidation_weekly_hours: Annotated[float, Field(ge=0, le=8760)] = 168.0
     consolidation_monthly_hours: Annotated[float, Field(ge=0, le=8760)] = 720.0

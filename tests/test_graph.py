@@ -545,7 +545,8 @@ async def test_the_schedule_runs_consolidation_inside_the_server(stack: Stack, t
             cur, scope, "Checkout threw TimeoutError again, Sentry grouped 300 events", kind="episodic"
         )
     before = (
-        REGISTRY.get_sample_value("hm_consolidation_runs_total", {"job": "weekly", "outcome": "ran"}) or 0
+        REGISTRY.get_sample_value("hm_consolidation_runs_total", {"schedule": "weekly", "outcome": "ran"})
+        or 0
     )
     async with (
         replica(stack, tmp_path, consolidation_weekly_hours=0.0003) as address,
@@ -557,6 +558,9 @@ async def test_the_schedule_runs_consolidation_inside_the_server(stack: Stack, t
             await asyncio.sleep(0.2)
         (made,) = await proposals(intel, scope)
         assert made.kind == "fact"
-    after = REGISTRY.get_sample_value("hm_consolidation_runs_total", {"job": "weekly", "outcome": "ran"}) or 0
+    after = (
+        REGISTRY.get_sample_value("hm_consolidation_runs_total", {"schedule": "weekly", "outcome": "ran"})
+        or 0
+    )
     assert after > before
     assert REGISTRY.get_sample_value("hm_proposals_pending") is not None

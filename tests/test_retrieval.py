@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client import REGISTRY
 
 from tests.conftest import Stack, start_stack
 from tests.helpers import mcp_session, tool_json
@@ -60,6 +61,25 @@ async def test_weak_matches_are_dropped(seeded: Stack) -> None:
             http, "quantum chromodynamics lattice gauge theory", min_similarity=0.0, relative_cutoff=0.0
         )
         assert len(survey["results"]) == 4
+
+
+def _sample(name: str, labels: dict[str, str] | None = None) -> float:
+    return REGISTRY.get_sample_value(name, labels or {}) or 0.0
+
+
+async def test_empty_results_and_each_stage_are_counted(seeded: Stack) -> None:
+    """The dashboard's empty-result rate and per-stage latency read these (services in-process)."""
+    stage_counts = {
+        s: _sample("hm_search_stage_seconds_count", {"stage": s}) for s in ("embed", "candidates")
+    }
+    empty = _sample("hm_search_empty_total")
+    async with httpx.AsyncClient(base_url=seeded.base_url, headers=HEADERS) as http:
+        assert (await _search(http, "quantum chromodynamics lattice gauge theory"))["results"] == []
+        assert _sample("hm_search_empty_total") == empty + 1
+        assert (await _search(http, "Raspberry Pi cluster"))["results"]
+        assert _sample("hm_search_empty_total") == empty + 1  # a search with hits is not empty
+    for stage, before in stage_counts.items():
+        assert _sample("hm_search_stage_seconds_count", {"stage": stage}) == before + 2, stage
 
 
 async def test_relative_cutoff_keeps_the_answer_neighbourhood(seeded: Stack) -> None:

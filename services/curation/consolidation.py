@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 
 import asyncpg
 
-from hypermnesia import validation
+from hypermnesia import row_security, validation
 from hypermnesia.errors import InvalidArgument
 from hypermnesia.scopes import permits, require
 from hypermnesia.v1 import intelligence_pb2
@@ -102,7 +102,11 @@ class Consolidator:
             scopes = [
                 s for s in await consolidation_repo.scopes_with_memories(self.pool) if permits(grants, s)
             ]
-        return [await self.run(job, s, principal) for s in scopes]
+        # The caller may start a permitted scope's job; the job itself is the service's own work,
+        # as on the schedule: a proposal rests on all its evidence (readers are shown only the
+        # part they may read), and staleness follows premises in any scope.
+        with row_security.internal():
+            return [await self.run(job, s, principal) for s in scopes]
 
     async def run(self, job: str, scope: str, author: str = SYSTEM_PRINCIPAL) -> Report:
         report = Report(job=job, scope=scope)

@@ -6,13 +6,13 @@ from prometheus_client import Counter, Gauge, Histogram
 
 CONSOLIDATION_RUNS = Counter(
     "hm_consolidation_runs_total",
-    "Consolidation runs, by job and outcome (ran|skipped|failed)",
-    ["job", "outcome"],
+    "Consolidation runs, by schedule (daily, weekly, ...) and outcome (ran|skipped|failed)",
+    ["schedule", "outcome"],
 )
 CONSOLIDATION_SECONDS = Histogram(
     "hm_consolidation_seconds",
-    "Duration of a consolidation run (one job over one scope)",
-    ["job"],
+    "Duration of a consolidation run (one schedule's job over one scope)",
+    ["schedule"],
     buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800),
 )
 PROPOSALS_MADE = Counter("hm_proposals_made_total", "Proposals the Dreamer made, by kind", ["kind"])

@@ -20,7 +20,7 @@ from typing import Any
 import asyncpg
 from google.protobuf import timestamp_pb2
 
-from hypermnesia import validation
+from hypermnesia import row_security, validation
 from hypermnesia.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 from hypermnesia.memory_rows import is_live
 from hypermnesia.scopes import permits, require
@@ -240,6 +240,16 @@ class Proposals:
         metrics.PROPOSALS_PENDING.set(pending)
         return Decision(row, result)
 
+    async def _outside_callers_view(self, missing: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        """Which of the evidence the caller's query did not find exists all the same: row security
+        hides rows outside the caller's scopes as if they were gone, and the caller should hear
+        "not yours", not "gone"."""
+        if not missing:
+            return set()
+        with row_security.internal():
+            async with self.pool.acquire() as own:
+                return {r["id"] for r in await graph_repo.nodes(own, missing)}
+
     async def _approve(
         self,
         conn: asyncpg.Connection,
@@ -252,8 +262,13 @@ class Proposals:
         require(grants, [p["scope"]])
         evidence = list(p["evidence"])
         rows = {r["id"]: r for r in await graph_repo.nodes(conn, evidence)}
+        hidden = await self._outside_callers_view([m for m in evidence if m not in rows])
         for memory_id in evidence:
             row = rows.get(memory_id)
+            if memory_id in hidden:
+                raise PermissionDenied(
+                    f"evidence {memory_id} is outside your scopes; ask its owner to decide"
+                )
             if row is None:
                 raise FailedPrecondition(
                     f"evidence {memory_id} no longer exists; reject this proposal (the next run proposes "

@@ -11,12 +11,19 @@ from typing import Any
 
 import grpc
 
-from hypermnesia import scope_graphs
+from hypermnesia import row_security, scope_graphs
 from hypermnesia.bootstrap import connect_embedder, open_store
 from hypermnesia.grpc_server import create_server, mark_serving, run_until_signalled, start_metrics_server
 from hypermnesia.settings import CurationSettings
 from hypermnesia.v1 import curation_pb2, curation_pb2_grpc
-from services.curation import checkpoints, intelligence_servicer, provenance_servicer, structure_load, tokens
+from services.curation import (
+    checkpoints,
+    intelligence_servicer,
+    provenance_servicer,
+    structure_load,
+    tokens,
+    verify_schedule,
+)
 from services.curation.ingest import Ingester
 from services.curation.lifecycle import Forgetter
 from services.curation.projection import Projector
@@ -75,32 +82,9 @@ async def running(settings: CurationSettings) -> AsyncIterator[tuple[grpc.aio.Se
             intelligence_servicer.SERVICE_NAME,
         ],
     )
-    background = []
-    if settings.checkpoint_dir is not None and settings.checkpoint_hours > 0:
-        background.append(
-            asyncio.create_task(
-                checkpoints.run_schedule(
-                    store.pool, settings.checkpoint_dir, settings.checkpoint_hours, settings.checkpoint_key
-                ),
-                name="checkpoints",
-            )
-        )
-    if settings.forget_sweep_hours > 0:
-        background.append(asyncio.create_task(curation.forgetter.run_sweeps(settings.forget_sweep_hours)))
-    if settings.scope_graph_rows > 0:
-        background.append(asyncio.create_task(scope_graphs.maintain(store.pool, settings.scope_graph_rows)))
-    if settings.viz_refresh_s > 0:
-        projector = Projector(
-            store.pool, refit_growth=settings.viz_refit_growth, refit_hours=settings.viz_refit_hours
-        )
-        background.append(asyncio.create_task(projector.run(settings.viz_refresh_s)))
-    for job, hours in (
-        ("daily", settings.consolidation_daily_hours),
-        ("weekly", settings.consolidation_weekly_hours),
-        ("monthly", settings.consolidation_monthly_hours),
-    ):
-        if hours > 0:
-            background.append(asyncio.create_task(intelligence.consolidator.run_schedule(job, hours)))
+    # The service's own work (for no caller): not under any caller's grants.
+    with row_security.internal():
+        background = _start_background(settings, store.pool, curation, intelligence)
     log.info("curation serving on %s:%d", settings.host, port)
     try:
         yield server, port, writer
@@ -113,6 +97,45 @@ async def running(settings: CurationSettings) -> AsyncIterator[tuple[grpc.aio.Se
         await intelligence.close()
         await embedder.close()
         await store.close()
+
+
+def _start_background(
+    settings: CurationSettings,
+    pool: Any,
+    curation: Curation,
+    intelligence: intelligence_servicer.Intelligence,
+) -> list[asyncio.Task[Any]]:
+    background: list[asyncio.Task[Any]] = []
+    if settings.checkpoint_dir is not None and settings.checkpoint_hours > 0:
+        background.append(
+            asyncio.create_task(
+                checkpoints.run_schedule(
+                    pool, settings.checkpoint_dir, settings.checkpoint_hours, settings.checkpoint_key
+                ),
+                name="checkpoints",
+            )
+        )
+    if settings.verify_hours > 0:
+        background.append(
+            asyncio.create_task(verify_schedule.run_schedule(pool, settings.verify_hours), name="verify")
+        )
+    if settings.forget_sweep_hours > 0:
+        background.append(asyncio.create_task(curation.forgetter.run_sweeps(settings.forget_sweep_hours)))
+    if settings.scope_graph_rows > 0:
+        background.append(asyncio.create_task(scope_graphs.maintain(pool, settings.scope_graph_rows)))
+    if settings.viz_refresh_s > 0:
+        projector = Projector(
+            pool, refit_growth=settings.viz_refit_growth, refit_hours=settings.viz_refit_hours
+        )
+        background.append(asyncio.create_task(projector.run(settings.viz_refresh_s)))
+    for job, hours in (
+        ("daily", settings.consolidation_daily_hours),
+        ("weekly", settings.consolidation_weekly_hours),
+        ("monthly", settings.consolidation_monthly_hours),
+    ):
+        if hours > 0:
+            background.append(asyncio.create_task(intelligence.consolidator.run_schedule(job, hours)))
+    return background
 
 
 def _attach_optional(curation: Curation, pool: Any, writer: MemoryWriter) -> None:

@@ -19,6 +19,7 @@ from collections import Counter
 
 import asyncpg
 
+from hypermnesia import row_security
 from services.retrieval import repo
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,9 @@ class Bookkeeper:
         if log_row is not None:
             self._rows.append(tuple(log_row[c] for c in repo.LOG_COLUMNS))
         if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="search-bookkeeping")
+            # Started by the first search: not with that search's caller's grants.
+            with row_security.internal():
+                self._task = asyncio.create_task(self._run(), name="search-bookkeeping")
         if len(self._rows) + len(self._bumps) >= self.max_pending:
             self._due.set()
 
@@ -61,7 +64,9 @@ class Bookkeeper:
             if not bumps and not rows:
                 return
             try:
-                await repo.write_bookkeeping(self.pool, bumps, rows)
+                # Every caller's hits, written together: the service's own work.
+                with row_security.internal():
+                    await repo.write_bookkeeping(self.pool, bumps, rows)
             except Exception:  # never let bookkeeping fail a search, nor stop the loop
                 log.exception(
                     "search bookkeeping failed: %d bumps and %d log rows lost", len(bumps), len(rows)

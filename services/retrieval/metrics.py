@@ -8,6 +8,18 @@ SEARCH_SECONDS = Histogram(
     buckets=(0.002, 0.005, 0.01, 0.015, 0.025, 0.04, 0.06, 0.1, 0.25, 0.5, 1, 2.5),
 )
 DEGRADED = Counter("hm_search_degraded_total", "Searches answered lexical-only because the embedder missed")
+# The stages of Searcher.search, as it times them: the query embedding, the one candidate round
+# trip, scoring (fusion, context, gates, rerank), structural signals, and the evidence walk.
+SEARCH_STAGES = ("embed", "candidates", "score", "signals", "evidence")
+SEARCH_STAGE_SECONDS = Histogram(
+    "hm_search_stage_seconds",
+    "Time a search spent in each stage inside the retrieval service",
+    ["stage"],
+    buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.015, 0.025, 0.04, 0.06, 0.1, 0.25, 0.5, 1, 2.5),
+)
+SEARCH_EMPTY = Counter("hm_search_empty_total", "Searches that returned no memory at all")
+for _stage in SEARCH_STAGES:
+    SEARCH_STAGE_SECONDS.labels(_stage)
 
 # Read replica (HM_DATABASE_READ_URL, services/retrieval/replica.py); absent without one.
 REPLICA_LAG_BYTES = Gauge(

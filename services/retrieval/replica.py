@@ -24,8 +24,8 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import asyncpg
-from pgvector.asyncpg import register_vector
 
+from hypermnesia.pool import connect_replica_pool
 from services.retrieval import metrics, replica_repo
 
 log = logging.getLogger(__name__)
@@ -56,32 +56,10 @@ _REFUSED = (asyncpg.SerializationError, asyncpg.ReadOnlySQLTransactionError)
 CONNECT_TIMEOUT_S = 2.0  # a blackholed replica must not hold a read for the default 60 s
 
 
-async def _init_connection(conn: asyncpg.Connection) -> None:
-    await register_vector(conn)
-
-
-async def _keep_session(conn: asyncpg.Connection) -> None:
-    """No reset query on release, as hypermnesia/pool.py explains for the primary's pool."""
-
-
 async def open_replica_pool(url: str, max_size: int) -> asyncpg.Pool:
-    """A pool on the replica. Not bootstrap.open_service_pool (hypermnesia.pool.connect_pool) yet:
-    that creates the `vector` extension first, which a standby refuses (read-only), and connects
-    at once. No connection is opened here (min_size 0), so a replica that is down at start-up
-    leaves retrieval reading from the primary instead of failing.
-    TODO(rls): once connect_pool can open a read-only pool, use open_service_pool here so the
-    replica's connections act under the caller's grants as the primary's do."""
-    pool = await asyncpg.create_pool(
-        url,
-        min_size=0,
-        max_size=max_size,
-        init=_init_connection,
-        reset=_keep_session,
-        command_timeout=60,
-        timeout=CONNECT_TIMEOUT_S,
-    )
-    assert pool is not None
-    return pool
+    """The replica's pool: row-secure like the primary's, opened without connecting
+    (hypermnesia/pool.py connect_replica_pool)."""
+    return await connect_replica_pool(url, max_size=max_size, connect_timeout_s=CONNECT_TIMEOUT_S)
 
 
 class ReadRouter:
@@ -106,9 +84,10 @@ class ReadRouter:
         self.replayed = 0  # the highest replay position seen since the replica came up
         self.up = replica is not None
         self._probe: asyncio.Task[None] | None = None
-        if replica is not None:
-            for reason in REASONS:  # every series from the start, at 0, for rate() and alerts
-                metrics.READS_ON_PRIMARY.labels(reason)
+        # Every series from the start, at 0 (also without a replica: the dashboard's panels and
+        # rate() need a series to read).
+        for reason in REASONS:
+            metrics.READS_ON_PRIMARY.labels(reason)
 
     async def start(self) -> None:
         """Probe the replica once (so the first reads know its position) and keep probing."""

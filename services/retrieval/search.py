@@ -284,6 +284,11 @@ class Searcher:
             stages["evidence_ms"] = (time.perf_counter() - t) * 1000
         stages["total_ms"] = (time.perf_counter() - started) * 1000
         metrics.SEARCH_SECONDS.observe(stages["total_ms"] / 1000)
+        for stage in metrics.SEARCH_STAGES:
+            if f"{stage}_ms" in stages:
+                metrics.SEARCH_STAGE_SECONDS.labels(stage).observe(stages[f"{stage}_ms"] / 1000)
+        if not hits:
+            metrics.SEARCH_EMPTY.inc()
         out = SearchOutput(
             hits=hits,
             degraded=degraded,
