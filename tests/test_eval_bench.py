@@ -47,7 +47,13 @@ async def test_locomo_eval_on_one_conversation(pg_server_url: str, tmp_path: Pat
 
 
 async def test_search_bench_prints_its_table(pg_server_url: str, tmp_path: Path) -> None:
-    result = await bench.run(memories=300, queries=10, database_url=pg_server_url, cache_dir=tmp_path)
+    result = await bench.run(
+        memories=300,
+        queries=10,
+        database_url=pg_server_url,
+        cache_dir=tmp_path,
+        fusions=["weighted", "adaptive"],
+    )
     (cached,) = tmp_path.glob("*-300-*.npy")  # the next run reuses these vectors
     assert np.load(cached).shape == (300, 384)
     # Built through curation's import: one raw record per memory, and the chain verifies.
@@ -62,3 +68,7 @@ async def test_search_bench_prints_its_table(pg_server_url: str, tmp_path: Path)
     # The machine's speed during the run: raw inference alone is cheaper than a whole search.
     assert 0 < result["raw_query_embedding_ms_p50"] < result["grpc_ms"]["p50"]
     assert "raw onnxruntime" in table
+    # Old and new fusion side by side in the same run, each with its own new queries.
+    assert set(result["grpc_ms_by_fusion"]) == {"weighted", "adaptive"}
+    assert all(p["p95"] >= p["p50"] > 0 for p in result["grpc_ms_by_fusion"].values())
+    assert "| weighted |" in table and "| adaptive |" in table

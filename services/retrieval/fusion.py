@@ -48,6 +48,9 @@ class AdaptiveParams:
     # How much the scope's running evidence (ScopeEvidence) counts against this query's own: one
     # query's clarities hardly tell which leg will win it, a store's tell which kind it is.
     scope_share: float = 1.0
+    # Pseudo-observations of "no evidence" (ratio 0) in the scope's estimate: its first searches
+    # lean toward the prior until the scope has seen this many queries.
+    scope_prior_count: float = 0.0
     # Whether clarity may raise the lexical weight above the prior or only lower it: on raw cosine
     # the prior's 0.4 already lets BM25 order most candidates.
     upward: bool = False
@@ -132,24 +135,40 @@ def content_terms(query: str) -> int:
 
 
 class ScopeEvidence:
-    """Per searched scope(s), a running mean of the log ratio of the legs' clarities over its recent
-    queries: what kind of store this is (names and rare tokens in short turns favour the lexical
-    leg; paraphrase favours dense). One query's clarities are noisy; a store's are steady. In
-    memory, per process, bounded; a restart starts again from the prior."""
+    """Per searched scope(s), an estimate of the log ratio of the legs' clarities over its queries:
+    what kind of store this is (names and rare tokens in short turns favour the lexical leg;
+    paraphrase favours dense). One query's clarities are noisy; a store's are steady. In memory, per
+    process, bounded; a restart starts again from the prior.
 
-    def __init__(self, rate: float = 0.05, max_entries: int = 4096) -> None:
+    Count-aware: the plain mean of a scope's first `1 / rate` observations, then a running mean at
+    `rate` that follows the store as it changes. A running mean seeded with the first observation
+    would keep that one query's noise for tens of searches, and which query comes first is chance
+    when searches run at once; a plain mean does not depend on the order of its observations.
+    `warm_up=1` is that seeded running mean (measured in tooling/evaluation/tune.py)."""
+
+    def __init__(self, rate: float = 0.05, max_entries: int = 4096, warm_up: int | None = None) -> None:
         self.rate = rate
         self.max_entries = max_entries
-        self._mean: dict[tuple[str, ...], float] = {}
+        self.warm_up = round(1 / rate) if warm_up is None else warm_up
+        self._mean: dict[tuple[str, ...], tuple[float, int]] = {}
 
     def get(self, key: tuple[str, ...]) -> float | None:
-        return self._mean.get(key)
+        found = self._mean.get(key)
+        return None if found is None else found[0]
 
-    def update(self, key: tuple[str, ...], value: float) -> None:
-        old = self._mean.get(key)
-        if old is None and len(self._mean) >= self.max_entries:
+    def count(self, key: tuple[str, ...]) -> int:
+        return self._mean.get(key, (0.0, 0))[1]
+
+    def update(self, key: tuple[str, ...], value: float) -> float:
+        """Add one observation; returns the scope's estimate including it."""
+        old, n = self._mean.get(key, (0.0, 0))
+        if n == 0 and len(self._mean) >= self.max_entries:
             self._mean.clear()
-        self._mean[key] = value if old is None else old + self.rate * (value - old)
+        n += 1
+        rate = 1.0 / n if n <= self.warm_up else self.rate
+        mean = old + rate * (value - old)
+        self._mean[key] = (mean, n)
+        return mean
 
 
 LOG_RATIO_MAX = 3.0  # |log(c_lex / c_dense)| counted up to this
@@ -187,10 +206,11 @@ def leg_weights(
     ratio = log_ratio(c_lex, c_dense)
     if scope is not None:
         evidence, key = scope
-        running = evidence.get(key)
-        evidence.update(key, ratio)
-        if running is not None:
-            ratio = p.scope_share * running + (1.0 - p.scope_share) * ratio
+        estimate = evidence.update(key, ratio)
+        # Shrunk toward no evidence (ratio 0, the prior) by how few queries the scope has seen.
+        n = evidence.count(key)
+        estimate *= n / (n + p.scope_prior_count)
+        ratio = p.scope_share * estimate + (1.0 - p.scope_share) * ratio
     # prior * r^g / (prior * r^g + 1 - prior) with r the clarities' ratio: a share of two
     # non-negative numbers, so within [0, 1]; the prior itself when the legs are equally clear.
     if not p.upward:

@@ -5,7 +5,11 @@ through curation's own import path (`Curation.ImportRecords`: raw log, entities,
 as any store gets them, so `hypermnesia verify` passes on it), with vectors from the real model
 (cached between runs), then times a mix of filtered and unfiltered queries through the gRPC Search
 call and through REST on the gateway, and measures ANN recall@10 against exact search with the
-same filters."""
+same filters.
+
+With `fusions` (`--fusions weighted adaptive`), the gRPC path is timed once per fusion in the same
+run, each with queries of its own (every text new) in the same shapes, the fusions taking turns so
+a slow spell of the machine lands on each."""
 
 from __future__ import annotations
 
@@ -227,6 +231,7 @@ class Query:
     text: str
     scopes: list[str]
     tags: list[str]
+    fusion: str = ""  # the service's default
 
     @property
     def shape(self) -> str:
@@ -329,7 +334,9 @@ async def time_grpc(address: str, queries: list[Query]) -> Timings:
         for q in queries:
             started = time.perf_counter()
             await stub.Search(
-                retrieval_pb2.SearchRequest(caller=caller, query=q.text, scopes=q.scopes, tags=q.tags, k=10),
+                retrieval_pb2.SearchRequest(
+                    caller=caller, query=q.text, scopes=q.scopes, tags=q.tags, k=10, fusion=q.fusion
+                ),
                 timeout=30,
             )
             out.append((q.shape, (time.perf_counter() - started) * 1000))
@@ -396,8 +403,17 @@ def summarise(timings: Timings) -> dict:
     }
 
 
+def with_fusion(queries: list[Query], fusion: str) -> list[Query]:
+    return [Query(q.text, q.scopes, q.tags, fusion) for q in queries]
+
+
 async def run(
-    memories: int, queries: int, database_url: str | None, cache_dir: Path | None = None, seed: int = 7
+    memories: int,
+    queries: int,
+    database_url: str | None,
+    cache_dir: Path | None = None,
+    seed: int = 7,
+    fusions: list[str] | None = None,
 ) -> dict:
     with tempfile.TemporaryDirectory(prefix="hm-bench-") as tmp:
         work = Path(tmp)
@@ -455,7 +471,18 @@ async def run(
                         rest_ms += await time_from_own_process(
                             "rest", base_url, make_queries(10, rng, seen), rest_qs[turn::TURNS]
                         )
+                    by_fusion: dict[str, Timings] = {}
+                    fusion_qs = {f: with_fusion(make_queries(queries, rng, seen), f) for f in fusions or []}
+                    for turn in range(TURNS):
+                        shift = turn % max(1, len(fusion_qs))
+                        for f in list(fusion_qs)[shift:] + list(fusion_qs)[:shift]:
+                            warmup = with_fusion(make_queries(10, rng, seen), f)
+                            by_fusion.setdefault(f, [])
+                            by_fusion[f] += await time_from_own_process(
+                                "grpc", stack.retrieval_address, warmup, fusion_qs[f][turn::TURNS]
+                            )
                     await stack.searcher.drain()  # search_log rows are written off the hot path
+                    fusion_stages = {f: await stage_medians(db_url, fq) for f, fq in fusion_qs.items()}
                     stages = await stage_medians(db_url, qs)
                     recall = await ann_recall(db_url, client, qs[: min(len(qs), 150)])
                     raw_ms = raw_query_embedding_ms(work / "models", make_queries(60, rng, seen))
@@ -475,6 +502,8 @@ async def run(
         "rest_ms": summarise(rest_ms),
         "ann_recall_at_10": recall,
         "grpc_stage_ms_p50": stages,
+        "grpc_ms_by_fusion": {f: summarise(t) for f, t in by_fusion.items()},
+        "grpc_stage_ms_p50_by_fusion": fusion_stages,
         "raw_query_embedding_ms_p50": raw_ms,
     }
 
@@ -511,6 +540,25 @@ def format_table(result: dict) -> str:
         lines.append(
             f"| {name} | {p['p50']:.1f} | {p['p95']:.1f} | {p['p99']:.1f} | {p['mean']:.1f} | {shapes} |"
         )
+    by_fusion = result.get("grpc_ms_by_fusion") or {}
+    if by_fusion:
+        lines += [
+            "",
+            f"gRPC per fusion, same run, {result['queries']} queries each, taking turns:",
+            "",
+            "| fusion | p50 ms | p95 ms | p99 ms | mean ms | p95 vs first | inside: embed / SQL / score (p50) |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        first = next(iter(by_fusion.values()))["p95"]
+        for f, p in by_fusion.items():
+            inside = result["grpc_stage_ms_p50_by_fusion"].get(f, {})
+            stage_text = " / ".join(
+                f"{inside.get(k, 0.0):.1f}" for k in ("embed_ms", "candidates_ms", "score_ms")
+            )
+            lines.append(
+                f"| {f} | {p['p50']:.1f} | {p['p95']:.1f} | {p['p99']:.1f} | {p['mean']:.1f}"
+                f" | {p['p95'] / first - 1:+.1%} | {stage_text} |"
+            )
     stages = ", ".join(f"{k} {v:.1f}" for k, v in result["grpc_stage_ms_p50"].items())
     lines += ["", f"Inside the retrieval service (gRPC queries, medians from search_log, ms): {stages}"]
     lines += [
@@ -525,8 +573,15 @@ def format_table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def main(memories: int, queries: int, database_url: str | None, cache_dir: Path, as_json: bool) -> None:
-    result = asyncio.run(run(memories, queries, database_url, cache_dir))
+def main(
+    memories: int,
+    queries: int,
+    database_url: str | None,
+    cache_dir: Path,
+    as_json: bool,
+    fusions: list[str] | None = None,
+) -> None:
+    result = asyncio.run(run(memories, queries, database_url, cache_dir, fusions=fusions))
     print(json.dumps(result, indent=2) if as_json else format_table(result))
 
 

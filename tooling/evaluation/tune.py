@@ -5,6 +5,10 @@ signals, then re-scored in process under each setting with the service's own fus
 blend and diversity functions (the gates are off, as in the eval). For each held-out set the
 setting best on the mean of the other sets' measures is chosen, and its held-out figure reported.
 
+The eval asks 8 questions at once, so the scope's evidence (fusion.ScopeEvidence) sees them in an
+order that is chance within about 8 places. Each setting is measured in the eval's order and in
+`--orders - 1` such jittered orders, and judged on the mean; the spread is reported.
+
     python -m tooling.evaluation.tune --datasets locomo locomo-proactive scifact wordnet
 """
 
@@ -16,6 +20,7 @@ import functools
 import itertools
 import json
 import pickle
+import random
 import sys
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -68,7 +73,7 @@ async def gather_pools(
             )
             async with limit:
                 _rows, candidates, have = await searcher.gather(q, recall_depth.DERIVED, [], {})
-                await searcher._structural_signals(q, candidates, weights)
+                await searcher._structural_signals(searcher.pool, q, candidates, weights)
             for c in candidates:
                 c.row = {key: c.row[key] for key in ROW_KEYS}
             return Pool(question, refs, candidates, have, fusion.content_terms(question.text))
@@ -79,13 +84,38 @@ async def gather_pools(
         return pools, weights
 
 
+CONCURRENCY = 8  # the eval's searches at once
+
+
+def arrival(pools: list[Pool], seed: int) -> list[Pool]:
+    """The order the searches reach the fusion: the eval's order (seed 0), or each question late by
+    up to CONCURRENCY places at random, as when 8 searches run at once."""
+    if seed == 0:
+        return pools
+    rng = random.Random(seed)
+    return [
+        p
+        for _, p in sorted(
+            ((i + rng.uniform(0, CONCURRENCY), p) for i, p in enumerate(pools)), key=lambda t: t[0]
+        )
+    ]
+
+
 def measure(
-    dataset: str, pools: list[Pool], mode: str, weights: Weights, params: fusion.AdaptiveParams, now: datetime
+    dataset: str,
+    pools: list[Pool],
+    mode: str,
+    weights: Weights,
+    params: fusion.AdaptiveParams,
+    now: datetime,
+    warm_up: int | None = None,
+    seed: int = 0,
 ) -> dict[str, float]:
     k = depth_for(dataset)
     rows: dict[str, list[float]] = {"R@10": [], "MRR": [], "nDCG@10": []}
-    evidence = fusion.ScopeEvidence()  # fresh per setting, each corpus its own scope, in eval order
-    for pool in pools:
+    # Fresh per setting, each corpus its own scope.
+    evidence = fusion.ScopeEvidence(warm_up=warm_up)
+    for pool in arrival(pools, seed):
         cands = pool.candidates
         for c in cands:
             c.extras = {}
@@ -101,20 +131,48 @@ def measure(
     return {name: sum(v) / len(v) for name, v in rows.items()}
 
 
+# The structural choices (gap clarity, downwards only, agreement and length damping off, raw
+# cosine) are fixed at the defaults; these are swept. `warm_up`: ScopeEvidence's plain-mean start
+# (1: a running mean seeded with the first query; None: its default, 1 / rate).
 GRID: dict[str, tuple[Any, ...]] = {
-    "prior": (0.3, 0.4, 0.5),
-    "gamma": (0.5, 1.0, 2.0),
-    "clarity": ("gap", "peak", "both"),
-    "agreement": (True, False),
-    "long_terms": (32, 10_000),
+    "gamma": (4.0, 8.0, 12.0, 16.0),
+    "scope_share": (0.7, 1.0),
+    "scope_prior_count": (0.0, 4.0, 16.0),
+    "warm_up": (1, None),
 }
 
 
-def settings() -> list[fusion.AdaptiveParams]:
+@dataclass(frozen=True)
+class Setting:
+    params: fusion.AdaptiveParams
+    warm_up: int | None
+
+    def describe(self) -> dict[str, Any]:
+        return {**asdict(self.params), "warm_up": self.warm_up}
+
+
+def settings() -> list[Setting]:
     keys = list(GRID)
-    return [
-        fusion.AdaptiveParams(**dict(zip(keys, v, strict=True))) for v in itertools.product(*GRID.values())
+    out = []
+    for values in itertools.product(*GRID.values()):
+        chosen = dict(zip(keys, values, strict=True))
+        warm_up = chosen.pop("warm_up")
+        out.append(Setting(fusion.AdaptiveParams(**chosen), warm_up))
+    return out
+
+
+def measure_orders(
+    dataset: str, pools: list[Pool], weights: Weights, setting: Setting, now: datetime, orders: int
+) -> dict[str, Any]:
+    """The setting's measures averaged over `orders` arrival orders, with the primary measure's
+    spread."""
+    runs = [
+        measure(dataset, pools, "adaptive", weights, setting.params, now, setting.warm_up, seed)
+        for seed in range(orders)
     ]
+    mean = {name: sum(r[name] for r in runs) / len(runs) for name in runs[0]}
+    primary = [r[PRIMARY[dataset]] for r in runs]
+    return {**mean, "min": min(primary), "max": max(primary), "in_order": primary[0]}
 
 
 def main() -> None:
@@ -124,6 +182,7 @@ def main() -> None:
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--out", default="/tmp/hm-tune.json")
     parser.add_argument("--pools", default="/tmp/hm-tune-pools", help="folder for the gathered pools")
+    parser.add_argument("--orders", type=int, default=3, help="arrival orders each setting is measured in")
     args = parser.parse_args()
     now = datetime.now(UTC)
     pools = {}
@@ -152,8 +211,9 @@ def main() -> None:
     grid = settings()
     table = []
     for n, p in enumerate(grid):
-        scores = {d: measure(d, pools[d], "adaptive", weights, p, now) for d in args.datasets}
+        scores = {d: measure_orders(d, pools[d], weights, p, now, args.orders) for d in args.datasets}
         table.append((p, scores))
+        print(p.describe(), {d: round(scores[d][PRIMARY[d]], 4) for d in args.datasets}, file=sys.stderr)
         if n % 20 == 0:
             print(f"{n}/{len(grid)}", file=sys.stderr)
     primary = {d: PRIMARY[d] for d in args.datasets}
@@ -162,19 +222,20 @@ def main() -> None:
         train = [d for d in args.datasets if d != held]
         best = max(table, key=lambda row: sum(row[1][d][primary[d]] for d in train) / len(train))
         folds[held] = {
-            "params": asdict(best[0]),
+            "params": best[0].describe(),
             "held_out": best[1][held],
             "train_mean": sum(best[1][d][primary[d]] for d in train) / len(train),
         }
     report["folds"] = folds
-    report["grid"] = [{"params": asdict(p), "scores": s} for p, s in table]
+    report["grid"] = [{"params": p.describe(), "scores": s} for p, s in table]
     Path(args.out).write_text(json.dumps(report, indent=1))
     for held, fold in folds.items():
         fixed = report["fixed"][held]
         print(
             held,
             fold["params"],
-            f"held-out {primary[held]} {fold['held_out'][primary[held]]:.3f}",
+            f"held-out {primary[held]} {fold['held_out'][primary[held]]:.3f}"
+            f" (orders {fold['held_out']['min']:.3f}-{fold['held_out']['max']:.3f})",
             " ".join(f"{m} {fixed[m][primary[held]]:.3f}" for m in FIXED),
         )
 
