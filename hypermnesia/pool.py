@@ -68,19 +68,22 @@ async def _act_for_current(conn: Any) -> None:
 
 async def check_service_role(pool: asyncpg.Pool) -> None:
     """Refuse to start a service whose database user may not act as the role requests run as:
-    its callers' requests would fail one by one instead."""
+    its callers' requests would fail one by one instead. Acting as it takes SET ROLE, which from
+    Postgres 16 a membership may lack (the 'SET' privilege; before 16 every member has it)."""
     role = row_security.SERVICE_ROLE
     async with pool.acquire() as conn:
         user, usable = await conn.fetchrow(
             "SELECT current_user, CASE WHEN EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)"
-            " THEN pg_has_role(current_user, $1, 'MEMBER') ELSE false END",
+            " THEN pg_has_role(current_user, $1,"
+            " CASE WHEN current_setting('server_version_num')::int >= 160000 THEN 'SET' ELSE 'MEMBER' END)"
+            " ELSE false END",
             role,
         )
     if not usable:
         raise StartupError(
             f"database user {user!r} may not act as role {role!r}, which requests run as under "
             f"row-level security; as a superuser run: CREATE ROLE {role} NOLOGIN; "
-            f"GRANT {role} TO {user}; then restart"
+            f"GRANT {role} TO {user} (on Postgres 16 or later: ... TO {user} WITH SET TRUE); then restart"
         )
 
 
@@ -126,23 +129,12 @@ async def connect_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> as
     unreachable."""
     try:
         await _ensure_vector_extension(url)
-        pool = await asyncpg.create_pool(
-            url,
-            min_size=min_size,
-            max_size=max_size,
-            init=_init_connection,
-            setup=_act_for_current,
-            reset=_keep_session,
-            connection_class=RowSecureConnection,
-            command_timeout=60,
-        )
+        return await _row_secure_pool(url, min_size=min_size, max_size=max_size)
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         raise StartupError(
             f"cannot reach Postgres at {redact(url)} ({exc.__class__.__name__}: {exc}); "
             "check HM_DATABASE_URL, or unset it to use the embedded Postgres"
         ) from exc
-    assert pool is not None
-    return pool
 
 
 async def connect_replica_pool(url: str, *, max_size: int, connect_timeout_s: float) -> asyncpg.Pool:
@@ -151,16 +143,22 @@ async def connect_replica_pool(url: str, *, max_size: int, connect_timeout_s: fl
     0): a replica that is down at start-up leaves its reads on the primary instead of failing the
     start. The role it acts as replicates from the primary, whose start checked it. A short
     connect timeout: a blackholed replica must not hold a read for asyncpg's 60 s."""
+    return await _row_secure_pool(url, min_size=0, max_size=max_size, timeout=connect_timeout_s)
+
+
+async def _row_secure_pool(url: str, *, min_size: int, max_size: int, **options: float) -> asyncpg.Pool:
+    """Every pool's connections: the pgvector codec, and each acquire acting under the current
+    caller's grants (setup) while keeping the session's state between uses (reset)."""
     pool = await asyncpg.create_pool(
         url,
-        min_size=0,
+        min_size=min_size,
         max_size=max_size,
         init=_init_connection,
         setup=_act_for_current,
         reset=_keep_session,
         connection_class=RowSecureConnection,
         command_timeout=60,
-        timeout=connect_timeout_s,
+        **options,
     )
     assert pool is not None
     return pool

@@ -50,10 +50,6 @@ def for_caller(grants: Iterable[str]) -> Access:
     return Access(read=grants, write=grants)
 
 
-# None: internal work, as the owner.
-_current: ContextVar[Access | None] = ContextVar("hm_row_access", default=None)
-
-
 def for_request(request: Any) -> Access | None:
     """The access of an RPC: its caller's grants, or internal for a request that carries no caller
     (admin, token resolution, status, live settings: the services' own plumbing). A request whose
@@ -61,20 +57,6 @@ def for_request(request: Any) -> Access | None:
     if "caller" not in request.DESCRIPTOR.fields_by_name:
         return None
     return for_caller(request.caller.grants)
-
-
-@contextmanager
-def acting_as(access: Access | None) -> Iterator[None]:
-    token = _current.set(access)
-    try:
-        yield
-    finally:
-        _current.reset(token)
-
-
-def internal() -> AbstractContextManager[None]:
-    """Internal work within the block (and in the tasks started in it): no caller's grants."""
-    return acting_as(None)
 
 
 # What a connection acting under an access has set: (role, read grants, write grants) as
@@ -90,8 +72,29 @@ def _array_literal(grants: tuple[str, ...]) -> str:
     return "{" + ",".join(quoted) + "}"
 
 
-def current_state() -> State:
-    access = _current.get()
+def _state_of(access: Access | None) -> State:
     if access is None:
         return INTERNAL_STATE
     return (SERVICE_ROLE, _array_literal(access.read), _array_literal(access.write))
+
+
+# The state itself, built once per request (not on each of its acquires, which only compare it).
+_current: ContextVar[State] = ContextVar("hm_row_state", default=INTERNAL_STATE)
+
+
+@contextmanager
+def acting_as(access: Access | None) -> Iterator[None]:
+    token = _current.set(_state_of(access))
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def internal() -> AbstractContextManager[None]:
+    """Internal work within the block (and in the tasks started in it): no caller's grants."""
+    return acting_as(None)
+
+
+def current_state() -> State:
+    return _current.get()

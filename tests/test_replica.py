@@ -7,6 +7,7 @@ primary made by `pg_basebackup` (tooling/replica.py), the real services and the 
 - a replica in step serves the searches (its own pg_stat_activity shows retrieval's connections);
 - a replica stopped under a light load: reads go on from the primary with no error to the client,
   and return to the replica once it is back;
+- reads waiting for the replica share one poll of its position;
 - the WAL positions as they travel, and the gateway's memory of them.
 """
 
@@ -25,7 +26,10 @@ from prometheus_client import REGISTRY
 
 from gateway.backends import WritePositions
 from hypermnesia.embedded_pg import EmbeddedPostgres
+from hypermnesia.pool import connect_pool
 from hypermnesia.read_after_write import COMMIT_LSN_KEY, commit_lsn, format_lsn, parse_lsn
+from services.retrieval import replica_repo
+from services.retrieval.replica import ReadRouter, open_replica_pool
 from tests.conftest import TOKENS
 from tooling.local_stack import create_database, local_stack
 from tooling.replica import StreamingReplica
@@ -255,3 +259,37 @@ def test_the_gateway_keeps_each_writers_highest_position_within_its_bound() -> N
     positions.wrote("bob", 5)
     positions.wrote("carol", 6)  # past the bound the longest idle writer is forgotten
     assert (positions.min_lsn("alice"), positions.min_lsn("bob"), positions.min_lsn("carol")) == (0, 5, 6)
+
+
+async def test_reads_waiting_for_the_replica_share_one_poll(
+    stack: ReplicaStack, replica: StreamingReplica, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A burst of reads behind the replica polls its replay position once per poll interval in
+    all, not once each: 20 reads waiting 100 ms at a 2 ms poll make at most ~50 position reads
+    (one each would be ~20 x 40), and each then runs on the primary."""
+    polls = 0
+    real = replica_repo.replayed_lsn
+
+    async def counted(pool: asyncpg.Pool) -> int:
+        nonlocal polls
+        polls += 1
+        return await real(pool)
+
+    monkeypatch.setattr(replica_repo, "replayed_lsn", counted)
+    primary_pool = await connect_pool(stack.database_url, max_size=4)
+    replica_pool = await open_replica_pool(stack.read_url, max_size=4)
+    router = ReadRouter(primary_pool, replica_pool, wait_ms=100, poll_ms=2)
+    await replica.pause_replay()
+    try:
+        await router.start()
+        ahead = router.replayed + (1 << 40)  # a write the replica has not replayed
+        polls = 0
+        answers = await asyncio.gather(
+            *(router.read(ahead, lambda pool: pool.fetchval("SELECT pg_is_in_recovery()")) for _ in range(20))
+        )
+        assert answers == [False] * 20  # every one ran on the primary after its wait
+        assert 1 <= polls <= 60, polls
+    finally:
+        await replica.resume_replay()
+        await router.close()
+        await primary_pool.close()

@@ -5,6 +5,8 @@ lexical leg keeps its index; and the migration applies to a store that already h
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -205,6 +207,61 @@ async def test_a_callers_grants_reach_their_scopes_and_no_other(stack: Stack, wo
                 )
     finally:
         await pool.close()
+
+
+async def test_one_connection_switches_caller_to_caller_and_recovers_from_a_cancelled_switch(
+    stack: Stack, world: World
+) -> None:
+    """Straight from alice to bob on the one pooled connection (no internal work between), and a
+    switch cancelled mid-flight is not taken as done: the next acquire sets the grants again."""
+    pool = await connect_pool(stack.database_url, max_size=1)
+
+    async def sees(caller: common_pb2.Caller) -> set[str]:
+        with row_security.acting_as(row_security.for_caller(caller.grants)):
+            async with pool.acquire() as conn:
+                rows = await conn.fetch(
+                    "SELECT id::text FROM memories WHERE id = ANY($1::uuid[])", [world.alices, world.bobs]
+                )
+        return {r["id"] for r in rows}
+
+    try:
+        assert await sees(ALICE) == {world.alices}
+        assert await sees(BOB) == {world.bobs}
+        assert await sees(ALICE) == {world.alices}
+        with row_security.acting_as(row_security.for_caller(BOB.grants)):
+            acquiring = asyncio.ensure_future(pool.acquire())
+            await asyncio.sleep(0)  # the setup's set_config is on its way
+            acquiring.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                conn = await acquiring
+                await pool.release(conn)
+        assert await sees(ALICE) == {world.alices}
+        assert await sees(BOB) == {world.bobs}
+    finally:
+        await pool.close()
+
+
+async def test_the_service_role_reaches_no_token_and_no_cross_scope_function(
+    stack: Stack, service_conn: asyncpg.Connection
+) -> None:
+    """Migration 0026: tokens are internal work's alone; the SECURITY DEFINER functions that act
+    across scopes are callable by hm_service only where the services call them, by no other role."""
+    with pytest.raises(asyncpg.InsufficientPrivilegeError, match="tokens"):
+        await service_conn.fetchval("SELECT count(*) FROM tokens")
+    assert await service_conn.fetchval("SELECT hm_version_text_hashes(gen_random_uuid())") is not None
+    stranger = f"hm_stranger_{uuid.uuid4().hex[:8]}"
+    await stack.pool.execute(f"CREATE ROLE {stranger} NOLOGIN")
+    try:
+        async with stack.pool.acquire() as conn:
+            for call in ("hm_version_text_hashes(gen_random_uuid())", "hm_clear_stale(gen_random_uuid())"):
+                async with conn.transaction():
+                    await conn.execute(f"SET LOCAL ROLE {stranger}")
+                    with pytest.raises(
+                        asyncpg.InsufficientPrivilegeError, match="permission denied for function"
+                    ):
+                        await conn.execute(f"SELECT {call}")
+    finally:
+        await stack.pool.execute(f"DROP ROLE {stranger}")
 
 
 async def test_a_grant_matches_as_permits_does(stack: Stack, service_conn: asyncpg.Connection) -> None:

@@ -10,6 +10,7 @@ import asyncpg
 import grpc
 
 from hypermnesia.grpc_server import Registration
+from hypermnesia.read_after_write import report_commit
 from hypermnesia.settings import CurationSettings
 from hypermnesia.v1 import intelligence_pb2, intelligence_pb2_grpc
 from services.curation.consolidation import Consolidator
@@ -61,6 +62,10 @@ class IntelligenceServicer(intelligence_pb2_grpc.IntelligenceServicer):
     def __init__(self, intelligence: Intelligence) -> None:
         self.i = intelligence
 
+    async def _committed(self, context: grpc.aio.ServicerContext) -> None:
+        """Read-after-write: the caller's next reads wait for a replica to replay this write."""
+        await report_commit(self.i.graph.pool, context)
+
     async def AddEvidence(
         self, request: intelligence_pb2.AddEvidenceRequest, context: grpc.aio.ServicerContext
     ) -> intelligence_pb2.EvidenceResponse:
@@ -68,6 +73,7 @@ class IntelligenceServicer(intelligence_pb2_grpc.IntelligenceServicer):
         derived = await self.i.graph.add_evidence(
             request.caller.principal, grants, request.derived_id, list(request.premise_ids)
         )
+        await self._committed(context)
         return await self.i.graph.evidence(grants, str(derived), "premises")
 
     async def Evidence(
@@ -81,6 +87,7 @@ class IntelligenceServicer(intelligence_pb2_grpc.IntelligenceServicer):
         row = await self.i.graph.create_identity(
             request.caller.principal, _grants(request.caller), request.scope, request.name
         )
+        await self._committed(context)
         return intelligence_pb2.Identity(
             id=str(row["id"]), scope=row["scope"], name=row["name"], owner_id=row["owner_id"]
         )
@@ -95,6 +102,7 @@ class IntelligenceServicer(intelligence_pb2_grpc.IntelligenceServicer):
             request.observer,
             request.observed,
         )
+        await self._committed(context)
         return intelligence_pb2.Perspective(
             memory_id=str(memory_id), observer=str(observer or ""), observed=str(observed or "")
         )
@@ -114,6 +122,7 @@ class IntelligenceServicer(intelligence_pb2_grpc.IntelligenceServicer):
         decision = await self.i.proposals.decide(
             request.caller.principal, grants, request.id, request.decision, request.reason
         )
+        await self._committed(context)
         readable = await self.i.proposals.readable_evidence(grants, [decision.proposal])
         return intelligence_pb2.DecideProposalResponse(
             proposal=proposal_message(decision.proposal, readable), memory_id=str(decision.memory_id or "")
@@ -125,6 +134,7 @@ class IntelligenceServicer(intelligence_pb2_grpc.IntelligenceServicer):
         reports = await self.i.consolidator.consolidate(
             request.caller.principal, _grants(request.caller), request.job, request.scope
         )
+        await self._committed(context)
         return intelligence_pb2.ConsolidateResponse(reports=[r.to_message() for r in reports])
 
     async def Ask(

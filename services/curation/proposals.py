@@ -199,6 +199,9 @@ class Proposals:
         vector = None
         if decision == "approve" and current["kind"] in (*MEMORY_KIND, "revision"):
             vector = await self.embeddings.one(embedding_text(current["description"], current["content"]))
+        # Asked before the transaction: it takes connections of its own, which a transaction
+        # holding the raw log's head must not wait for (writers queued on the head may hold the rest).
+        hidden = await self._hidden_from_caller(list(current["evidence"])) if decision == "approve" else set()
         now = datetime.now(UTC)
         async with self.pool.acquire() as conn, conn.transaction():
             await rawlog.lock_head(conn)
@@ -211,7 +214,7 @@ class Proposals:
                 )
             result: uuid.UUID | None = None
             if decision == "approve":
-                result = await self._approve(conn, p, principal, grants, now, vector)
+                result = await self._approve(conn, p, principal, grants, now, vector, hidden)
             row = await proposals_repo.decide(
                 conn, proposal_id, "approved" if decision == "approve" else "rejected", principal, now,
                 reason or None, result,
@@ -235,15 +238,21 @@ class Proposals:
                     "result_id": str(result) if result else None,
                 },
             )
-            pending = await proposals_repo.count_pending(conn)
         metrics.PROPOSALS_DECIDED.labels(decision).inc()
-        metrics.PROPOSALS_PENDING.set(pending)
+        # The gauge counts every scope's proposals, not the ones this caller may see.
+        with row_security.internal():
+            async with self.pool.acquire() as own:
+                metrics.PROPOSALS_PENDING.set(await proposals_repo.count_pending(own))
         return Decision(row, result)
 
-    async def _outside_callers_view(self, missing: Sequence[uuid.UUID]) -> set[uuid.UUID]:
-        """Which of the evidence the caller's query did not find exists all the same: row security
-        hides rows outside the caller's scopes as if they were gone, and the caller should hear
-        "not yours", not "gone"."""
+    async def _hidden_from_caller(self, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        """Which of `ids` exist but lie outside the caller's view: row security hides such rows as
+        if they were gone, and the caller should hear "not yours", not "gone"."""
+        if not ids:
+            return set()
+        async with self.pool.acquire() as conn:
+            seen = {r["id"] for r in await graph_repo.nodes(conn, ids)}
+        missing = [i for i in ids if i not in seen]
         if not missing:
             return set()
         with row_security.internal():
@@ -258,11 +267,11 @@ class Proposals:
         grants: Sequence[str],
         now: datetime,
         vector: Any,
+        hidden: set[uuid.UUID],
     ) -> uuid.UUID:
         require(grants, [p["scope"]])
         evidence = list(p["evidence"])
         rows = {r["id"]: r for r in await graph_repo.nodes(conn, evidence)}
-        hidden = await self._outside_callers_view([m for m in evidence if m not in rows])
         for memory_id in evidence:
             row = rows.get(memory_id)
             if memory_id in hidden:

@@ -12,10 +12,10 @@ from google.protobuf.json_format import MessageToDict
 from hypermnesia import status, validation
 from hypermnesia.errors import InvalidArgument, NotFound
 from hypermnesia.memory_rows import memory_from_row
-from hypermnesia.read_after_write import COMMIT_LSN_KEY
+from hypermnesia.read_after_write import report_commit
 from hypermnesia.scopes import permits, require
 from hypermnesia.v1 import common_pb2, curation_pb2, curation_pb2_grpc
-from services.curation import records_repo, repo, tasks, wal_repo
+from services.curation import records_repo, repo, tasks
 from services.curation.ingest import Ingester
 from services.curation.lifecycle import ForgetInput, Forgetter
 from services.curation.messages import record_spec, record_view
@@ -45,10 +45,8 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
         self.writer = curation.writer
 
     async def _committed(self, context: grpc.aio.ServicerContext) -> None:
-        """Tell the caller where the WAL ended after this write committed, so its next reads can
-        wait for a read replica to get there (read-after-write, curation.proto)."""
-        lsn = await wal_repo.flushed_wal(self.writer.pool)
-        context.set_trailing_metadata(((COMMIT_LSN_KEY, str(lsn)),))
+        """Read-after-write: the caller's next reads wait for a replica to replay this write."""
+        await report_commit(self.writer.pool, context)
 
     async def Save(
         self, request: curation_pb2.SaveRequest, context: grpc.aio.ServicerContext

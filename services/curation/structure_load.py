@@ -10,6 +10,7 @@ import asyncpg
 import grpc
 
 from hypermnesia.grpc_server import Registration
+from hypermnesia.read_after_write import report_commit
 from hypermnesia.scopes import PROJECT_PREFIX, require
 from hypermnesia.structure_map import check_repo, parse_map
 from hypermnesia.v1 import structure_pb2, structure_pb2_grpc
@@ -49,6 +50,7 @@ class StructureAdminServicer(structure_pb2_grpc.StructureAdminServicer):
             source_sha256=digest,
             loaded_by=request.caller.principal or "unknown",
         )
+        await report_commit(self.pool, context)
         log.info(
             "loaded the map of repo %s from %s (%d components, %d constraints) for %s",
             repo,

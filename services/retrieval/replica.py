@@ -9,9 +9,9 @@ to HM_REPLICA_WAIT_MS, polling the replica's replay position, and then runs on t
 last position seen is kept, so a read whose write is already replayed (most of them) and a read
 with no `min_lsn` cost no extra round trip.
 
-A replica that cannot be reached, or fails a read, is taken out: reads run on the primary (the
-log says so once, hm_replica_reads_on_primary_total counts them) until a probe, once a second,
-finds it answering again. The same probe keeps the lag gauge and the replayed position fresh.
+A replica that cannot be reached, or fails a read and then a probe, is taken out: reads run on
+the primary (the log says so once, hm_replica_reads_on_primary_total counts them) until a probe,
+once a second, finds it answering again. The same probe keeps the lag gauge and the replayed position fresh.
 """
 
 from __future__ import annotations
@@ -84,6 +84,7 @@ class ReadRouter:
         self.replayed = 0  # the highest replay position seen since the replica came up
         self.up = replica is not None
         self._probe: asyncio.Task[None] | None = None
+        self._polling: asyncio.Future[None] | None = None  # the replay-position read in flight
         # Every series from the start, at 0 (also without a replica: the dashboard's panels and
         # rate() need a series to read).
         for reason in REASONS:
@@ -112,6 +113,10 @@ class ReadRouter:
                 metrics.REPLICA_READS.inc()
                 return result
         except _GONE as exc:
+            # A timeout or socket error may come from elsewhere in the read (the embedder, say):
+            # it is the replica's only if the replica then fails a probe too.
+            if await self._answers(replica):
+                raise
             await self._take_out(exc)
             reason = REPLICA_DOWN
         except _REFUSED as exc:
@@ -128,7 +133,7 @@ class ReadRouter:
         started = time.monotonic()
         try:
             while True:
-                self.replayed = max(self.replayed, await replica_repo.replayed_lsn(replica))
+                await self._poll(replica)
                 if self.replayed >= min_lsn:
                     return True
                 if time.monotonic() - started >= self.wait_s:
@@ -136,6 +141,30 @@ class ReadRouter:
                 await asyncio.sleep(self.poll_s)
         finally:
             metrics.REPLICA_WAIT_SECONDS.observe(time.monotonic() - started)
+
+    async def _poll(self, replica: asyncpg.Pool) -> None:
+        """One read of the replay position, shared by every read waiting at that moment: a burst
+        of reads behind the replica sends one query per poll, not one each."""
+        if self._polling is None:
+            self._polling = asyncio.ensure_future(self._read_replayed(replica))
+            self._polling.add_done_callback(self._poll_done)
+        # Shielded: a waiting read that is cancelled must not cancel the others' poll.
+        await asyncio.shield(self._polling)
+
+    async def _read_replayed(self, replica: asyncpg.Pool) -> None:
+        self.replayed = max(self.replayed, await replica_repo.replayed_lsn(replica))
+
+    def _poll_done(self, task: asyncio.Future[None]) -> None:
+        self._polling = None
+        if not task.cancelled():
+            task.exception()  # retrieved here too: its waiters may all have been cancelled
+
+    async def _answers(self, replica: asyncpg.Pool) -> bool:
+        try:
+            await asyncio.wait_for(replica_repo.replayed_lsn(replica), CONNECT_TIMEOUT_S)
+        except (*_GONE, *_REFUSED, asyncpg.PostgresError):
+            return False
+        return True
 
     async def _take_out(self, exc: BaseException) -> None:
         if self.up:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from hypermnesia.read_after_write import parse_lsn
+from hypermnesia.read_after_write import flushed_wal, parse_lsn
 
 
 async def replayed_lsn(replica: asyncpg.Pool) -> int:
@@ -16,4 +16,4 @@ async def replayed_lsn(replica: asyncpg.Pool) -> int:
 
 async def primary_lsn(primary: asyncpg.Pool) -> int:
     """How far the primary's WAL is durable, all a replica can have received (the lag gauge)."""
-    return parse_lsn(await primary.fetchval("SELECT pg_current_wal_flush_lsn()::text"))
+    return await flushed_wal(primary)
