@@ -171,7 +171,8 @@ class SearchMemories(Request):
     )
     topic_only: bool = field("Return only memories filed under `topic`.", False)
     fusion: str | None = field(
-        "How the semantic and keyword legs combine: weighted | adaptive | boost | rrf, or one leg alone: dense | bm25.",
+        "How the semantic and keyword legs combine: adaptive | weighted | boost | rrf, or one leg "
+        "alone: dense | bm25. Unset: the server's HM_FUSION (adaptive unless changed).",
         None,
     )
     kinds: list[str] | None = field(f"Only memories of these kinds ({_KINDS}).", None)

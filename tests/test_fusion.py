@@ -108,24 +108,24 @@ def test_a_scope_learns_which_leg_is_clearer_and_stays_bounded() -> None:
     assert len(bounded._mean) <= 2
 
 
-def test_a_scopes_first_searches_do_not_lock_in_whichever_came_first() -> None:
+def test_a_warm_up_takes_the_plain_mean_whatever_the_order() -> None:
     """Searches run at once reach the scope in an order that is chance. Over its warm-up the
     scope's estimate is the plain mean of what it has seen, whatever the order; a running mean
-    seeded with the first query (warm_up=1) is not. Past the warm-up it follows at its rate."""
+    seeded with the first query (warm_up=1, the default, shrunk by scope_prior_count) is not. Past
+    the warm-up it follows at its rate."""
     ratios = [-3.0, 1.0, -2.0, 0.5, -1.5, -2.5, 0.0, -0.5]
     key = ("notes",)
 
-    def last_estimate(order: list[float], warm_up: int | None) -> float:
+    def last_estimate(order: list[float], warm_up: int) -> float:
         evidence = fusion.ScopeEvidence(warm_up=warm_up)
         return [evidence.update(key, r) for r in order][-1]
 
     orders = [ratios, ratios[::-1], sorted(ratios)]
-    plain = [last_estimate(order, None) for order in orders]
+    plain = [last_estimate(order, len(ratios)) for order in orders]
     assert plain == pytest.approx([sum(ratios) / len(ratios)] * 3)
     seeded = [last_estimate(order, 1) for order in orders]
     assert max(seeded) - min(seeded) > 1.0
-    evidence = fusion.ScopeEvidence(rate=0.05)
-    assert evidence.warm_up == 20
+    evidence = fusion.ScopeEvidence(rate=0.05, warm_up=20)
     for _ in range(20):
         evidence.update(key, -3.0)
     assert evidence.count(key) == 20
@@ -138,7 +138,8 @@ def test_a_new_scope_leans_toward_the_prior_until_it_has_seen_enough_queries() -
     shrunk = fusion.AdaptiveParams(scope_prior_count=4.0)
     evidence, key = fusion.ScopeEvidence(), ("notes",)
     first = fusion.leg_weights(sims, bm25s, 4, True, shrunk, (evidence, key))
-    unshrunk = fusion.leg_weights(sims, bm25s, 4, True, scope=(fusion.ScopeEvidence(), key))
+    unshrunk_params = fusion.AdaptiveParams(scope_prior_count=0.0)
+    unshrunk = fusion.leg_weights(sims, bm25s, 4, True, unshrunk_params, (fusion.ScopeEvidence(), key))
     assert unshrunk.lexical < first.lexical < fusion.DEFAULT.prior
     for _ in range(60):
         later = fusion.leg_weights(sims, bm25s, 4, True, shrunk, (evidence, key))

@@ -50,7 +50,7 @@ class AdaptiveParams:
     scope_share: float = 1.0
     # Pseudo-observations of "no evidence" (ratio 0) in the scope's estimate: its first searches
     # lean toward the prior until the scope has seen this many queries.
-    scope_prior_count: float = 0.0
+    scope_prior_count: float = 4.0
     # Whether clarity may raise the lexical weight above the prior or only lower it: on raw cosine
     # the prior's 0.4 already lets BM25 order most candidates.
     upward: bool = False
@@ -140,16 +140,16 @@ class ScopeEvidence:
     paraphrase favours dense). One query's clarities are noisy; a store's are steady. In memory, per
     process, bounded; a restart starts again from the prior.
 
-    Count-aware: the plain mean of a scope's first `1 / rate` observations, then a running mean at
-    `rate` that follows the store as it changes. A running mean seeded with the first observation
-    would keep that one query's noise for tens of searches, and which query comes first is chance
-    when searches run at once; a plain mean does not depend on the order of its observations.
-    `warm_up=1` is that seeded running mean (measured in tooling/evaluation/tune.py)."""
+    A running mean at `rate` that follows the store as it changes, seeded by the scope's first
+    observation (`warm_up=1`, the default) and shrunk toward the prior over the scope's first
+    queries by AdaptiveParams.scope_prior_count, which damps that first query's noise. `warm_up=N`
+    instead takes the plain mean of the first N observations, which does not depend on their order;
+    leave-one-dataset-out preferred the seeded, shrunk mean (docs/EVAL.md, tooling/evaluation/tune.py)."""
 
-    def __init__(self, rate: float = 0.05, max_entries: int = 4096, warm_up: int | None = None) -> None:
+    def __init__(self, rate: float = 0.05, max_entries: int = 4096, warm_up: int = 1) -> None:
         self.rate = rate
         self.max_entries = max_entries
-        self.warm_up = round(1 / rate) if warm_up is None else warm_up
+        self.warm_up = warm_up
         self._mean: dict[tuple[str, ...], tuple[float, int]] = {}
 
     def get(self, key: tuple[str, ...]) -> float | None:

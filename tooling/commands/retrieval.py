@@ -73,12 +73,27 @@ def cmd_bench_search(args: argparse.Namespace) -> None:
 
     settings = load_settings(CommonSettings)
     configure_logging("WARNING")
-    main(args.memories, args.queries, settings.database_url, settings.data_dir / "bench-vectors", args.json)
+    main(
+        args.memories,
+        args.queries,
+        settings.database_url,
+        settings.data_dir / "bench-vectors",
+        args.json,
+        fusions=args.fusions,
+    )
 
 
 def register_bench(bench: argparse._SubParsersAction) -> None:
     b = bench.add_parser("search", help="search latency (gRPC and REST) and ANN recall on a synthetic store")
     b.add_argument("--memories", type=int, default=10_000)
     b.add_argument("--queries", type=int, default=200)
+    b.add_argument(
+        "--fusions",
+        nargs="+",
+        choices=FUSIONS,
+        metavar="FUSION",
+        help="also time the gRPC path under each of these fusions, side by side in one run "
+        f"({', '.join(FUSIONS)})",
+    )
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench_search)

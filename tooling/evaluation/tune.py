@@ -108,7 +108,7 @@ def measure(
     weights: Weights,
     params: fusion.AdaptiveParams,
     now: datetime,
-    warm_up: int | None = None,
+    warm_up: int = 1,
     seed: int = 0,
 ) -> dict[str, float]:
     k = depth_for(dataset)
@@ -133,19 +133,19 @@ def measure(
 
 # The structural choices (gap clarity, downwards only, agreement and length damping off, raw
 # cosine) are fixed at the defaults; these are swept. `warm_up`: ScopeEvidence's plain-mean start
-# (1: a running mean seeded with the first query; None: its default, 1 / rate).
+# (1, the default: a running mean seeded with the first query; 20: the plain mean of the first 20).
 GRID: dict[str, tuple[Any, ...]] = {
     "gamma": (4.0, 8.0, 12.0, 16.0),
     "scope_share": (0.7, 1.0),
     "scope_prior_count": (0.0, 4.0, 16.0),
-    "warm_up": (1, None),
+    "warm_up": (1, 20),
 }
 
 
 @dataclass(frozen=True)
 class Setting:
     params: fusion.AdaptiveParams
-    warm_up: int | None
+    warm_up: int
 
     def describe(self) -> dict[str, Any]:
         return {**asdict(self.params), "warm_up": self.warm_up}
