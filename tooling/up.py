@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import ctypes
 import logging
 import os
 import signal
@@ -36,15 +35,25 @@ log = logging.getLogger(__name__)
 MAX_START_FAILURES = 5
 BACKOFF_S = (1, 2, 4, 8, 15, 30)
 STOP_GRACE_S = 10.0
-_PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
-    """Children get SIGTERM if `up` itself is killed, so no orphan keeps a port."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
+# Each child is started through this trampoline: it asks for SIGTERM when `up` dies (so no orphan
+# keeps a port; the setting survives exec) and then becomes the service. Setting it from a
+# preexec_fn instead made every start a fork() of `up`, whose gRPC health probes have started
+# gRPC's threads; gRPC's fork handlers then hung `up` in that fork, before it started the gateway.
+_TRAMPOLINE = """import ctypes, os, signal, sys
+try:
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+except OSError:
+    pass
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(1)  # `up` died before the line above
+os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+"""
+
+
+def child_command(service: str) -> list[str]:
+    return [sys.executable, "-c", _TRAMPOLINE, str(os.getpid()), "-m", "hypermnesia", "serve", service]
 
 
 @dataclass
@@ -168,12 +177,11 @@ class Stack:
     def spawn(self, child: Child) -> None:
         child.ready = False
         child.proc = subprocess.Popen(
-            [sys.executable, "-m", "hypermnesia", "serve", child.name],
+            child_command(child.name),
             env=self.env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # Ctrl-C reaches only `up`, which stops children in order
-            preexec_fn=_die_with_parent,
         )
         threading.Thread(target=_pump, args=(child, child.proc.stdout), daemon=True).start()
 
