@@ -92,6 +92,9 @@ class EmbedderSettings(CommonSettings):
     # onnx provider: batches run at once, each on its own session with its share of the intra-op
     # threads (a batch running alone gets them all). 0 = 2 on two or more cores, else 1.
     embed_workers: Annotated[int, Field(ge=0, le=64)] = 0
+    # The sessions for batches running side by side are loaded when two first do, and released
+    # after this many seconds without a batch on them (0 = kept once loaded).
+    embed_load_sessions_idle_s: Annotated[float, Field(ge=0, le=86_400)] = 300.0
     # A batch holds at most this many texts and this many padded tokens (texts x longest text):
     # long texts gain nothing from big batches, short ones gain a lot.
     embed_max_batch_size: Annotated[int, Field(gt=0, le=1024)] = 32

@@ -19,6 +19,10 @@ SESSION_BATCHES = Counter(
     "Batches run by the onnx provider, by session: wide (alone, every thread) or narrow (beside another)",
     ["session"],
 )
+SESSIONS = Gauge(
+    "hm_embed_sessions",
+    "onnxruntime sessions loaded: the lone one, plus the load sessions while there is load",
+)
 QUEUE_DEPTH = Gauge("hm_embed_queue_depth", "Texts waiting for a batch")
 CACHE_HITS = Counter("hm_embed_cache_hits_total", "Query embeddings answered from the cache")
 CACHE_MISSES = Counter("hm_embed_cache_misses_total", "Query embeddings not in the cache")

@@ -41,6 +41,7 @@ def build_provider(settings: EmbedderSettings) -> EmbeddingProvider:
         intra_op_threads=settings.embed_intra_op_threads,
         inter_op_threads=settings.embed_inter_op_threads,
         workers=settings.embed_workers or default_workers(),
+        load_sessions_idle_s=settings.embed_load_sessions_idle_s,
     )
 
 
