@@ -69,6 +69,24 @@ async def test_dedupe_keeps_different_facts_with_similar_descriptions_apart(stac
         assert same["replaced"]["content"] == "The staging database password rotates every 30 days"
 
 
+async def test_dedupe_without_descriptions_merges_the_same_fact_and_keeps_others(stack: Stack) -> None:
+    """With no description on either side the embedded texts are the contents, so the content
+    gate reads the similarity the lookup already measured (writer._is_same_fact)."""
+    async with httpx.AsyncClient(base_url=stack.base_url, headers=ALICE) as http:
+
+        async def save(content: str) -> dict:
+            response = await http.post("/memories", json={"content": content, "scope": "project:nodesc"})
+            assert response.status_code == 200, response.text
+            return response.json()
+
+        first = await save("The nightly backup of the billing database runs at 02:30 UTC")
+        again = await save("The nightly backup of the billing database runs at 02:30 UTC.")
+        other = await save("Billing invoices are emailed to customers on the first of the month")
+        assert first["created"] and not again["created"]
+        assert again["memory"]["id"] == first["memory"]["id"]
+        assert other["created"] and other["memory"]["id"] != first["memory"]["id"]
+
+
 async def test_update_changes_only_given_fields_and_reembeds(stack: Stack) -> None:
     async with httpx.AsyncClient(base_url=stack.base_url, headers=ALICE) as http:
         saved = (

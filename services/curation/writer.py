@@ -129,12 +129,16 @@ class MemoryWriter:
         require(item.grants, [item.scope])
         return item
 
-    async def _is_same_fact(self, new_content: str, old_content: str) -> bool:
+    async def _is_same_fact(self, item: SaveInput, old: asyncpg.Record, similarity: float) -> bool:
         """Second dedupe gate: the contents themselves must agree, so two different facts with a
-        similar description insert side by side instead of one clobbering the other."""
-        if new_content.strip() == old_content.strip():
+        similar description insert side by side instead of one clobbering the other. Neither
+        having a description, the two embedded texts are the contents: `similarity` is already
+        their cosine, and nothing is embedded again."""
+        if item.content.strip() == old["content"].strip():
             return True
-        vectors = await self.embeddings.many([new_content, old_content])
+        if not item.description and not old["description"]:
+            return similarity >= self.dedupe_content_threshold
+        vectors = await self.embeddings.many([item.content, old["content"]])
         return cosine(vectors[0], vectors[1]) >= self.dedupe_content_threshold
 
     async def _find_duplicate(self, item: SaveInput, kind: str, vector: np.ndarray) -> asyncpg.Record | None:
@@ -143,7 +147,7 @@ class MemoryWriter:
         async with self.pool.acquire() as conn:
             nearest = await repo.nearest_active(conn, item.scope, vector)
         if nearest and nearest[1] >= self.dedupe_threshold and nearest[0]["kind"] == kind:
-            if await self._is_same_fact(item.content, nearest[0]["content"]):
+            if await self._is_same_fact(item, nearest[0], nearest[1]):
                 return nearest[0]
         return None
 
