@@ -7,7 +7,8 @@ a fresh copy of it, so the saves of one run never land in the next. The stack is
 child processes on free loopback ports: embedder, retrieval, curation, gateway. Each of N clients
 sends one request at a time over a keep-alive connection for S seconds: 80% searches, 20% saves.
 Before that run, one client alone times saves (a lone agent's write latency). PSS (proportional
-set size, from /proc/<pid>/smaps_rollup) is read for every process idle before the run and after.
+set size, from /proc/<pid>/smaps_rollup) is read for every process idle (the bench's own
+Postgres restarted before the stack starts, then 20 requests from one client) and after the run.
 
 The process and client helpers here are also what the fault tests (tests/test_faults.py) kill
 and restart: every piece is a real process on a real port."""
@@ -36,7 +37,7 @@ import asyncpg
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from hypermnesia.embedded_pg import EmbeddedPostgres
+from hypermnesia.embedded_pg import EmbeddedPostgres, auto_shared_buffers_mb
 from hypermnesia.embedder_client import EmbedderClient
 from tooling.process import free_port
 
@@ -641,7 +642,12 @@ def check_bounds(memories: int, clients: int, duration_s: float) -> None:
 
 
 async def run(
-    memories: int, clients: int, duration_s: float, database_url: str | None, data_dir: Path
+    memories: int,
+    clients: int,
+    duration_s: float,
+    database_url: str | None,
+    data_dir: Path,
+    shared_buffers_mb: int = 0,
 ) -> dict[str, Any]:
     check_bounds(memories, clients, duration_s)
     root = data_dir / "bench-load"
@@ -651,10 +657,16 @@ async def run(
         server_url = database_url
     else:
         # A server of the bench's own, so its backends are the only ones counted as Postgres.
-        embedded = EmbeddedPostgres(root)
+        embedded = EmbeddedPostgres(root, shared_buffers_mb)
         server_url = embedded.url
     try:
         store = await ensure_store(server_url, data_dir, memories)
+        if embedded is not None:
+            # Started afresh, as a user's stack starts: the idle figure must not count the buffers
+            # that building or checking the template filled (hundreds of MB at 100,000).
+            embedded.close()
+            embedded = EmbeddedPostgres(root, shared_buffers_mb)
+            server_url = embedded.url
         async with store_copy(server_url, store["database"]) as url:
             postmaster = await postmaster_pid(url)
             with tempfile.TemporaryDirectory(prefix="hm-load-") as tmp:
@@ -692,6 +704,9 @@ async def run(
         "pss_mb": {"idle": idle, "after": after},
         "cpu_seconds": cpu,
         "load_average": os.getloadavg()[0],
+        "shared_buffers_mb": (shared_buffers_mb or auto_shared_buffers_mb())
+        if embedded is not None
+        else None,
     }
 
 
@@ -701,7 +716,12 @@ def format_table(r: dict[str, Any]) -> str:
         f"{r['memories']:,} memories (built through curation's import"
         + (f" in {built:.0f} s" if built is not None else ", reused")
         + f"), {r['clients']} clients for {r['seconds']:.0f} s through REST, "
-        f"{SEARCH_SHARE:.0%} searches / {1 - SEARCH_SHARE:.0%} saves",
+        f"{SEARCH_SHARE:.0%} searches / {1 - SEARCH_SHARE:.0%} saves"
+        + (
+            f", the bench's Postgres at shared_buffers {r['shared_buffers_mb']} MB"
+            if r.get("shared_buffers_mb")
+            else ""
+        ),
         "",
         "| operation | requests | per s | p50 ms | p95 ms | p99 ms | errors |",
         "|---|---|---|---|---|---|---|",
@@ -740,7 +760,13 @@ def format_table(r: dict[str, Any]) -> str:
 
 
 def main(
-    memories: int, clients: int, duration_s: float, database_url: str | None, data_dir: Path, as_json: bool
+    memories: int,
+    clients: int,
+    duration_s: float,
+    database_url: str | None,
+    data_dir: Path,
+    as_json: bool,
+    shared_buffers_mb: int = 0,
 ) -> None:
-    result = asyncio.run(run(memories, clients, duration_s, database_url, data_dir))
+    result = asyncio.run(run(memories, clients, duration_s, database_url, data_dir, shared_buffers_mb))
     print(json.dumps(result, indent=2) if as_json else format_table(result))

@@ -16,7 +16,15 @@ def cmd_bench_load(args: argparse.Namespace) -> None:
         fail(str(exc))
     settings = load_settings(CommonSettings)
     configure_logging("WARNING")
-    main(args.memories, args.clients, args.duration, settings.database_url, settings.data_dir, args.json)
+    main(
+        args.memories,
+        args.clients,
+        args.duration,
+        settings.database_url,
+        settings.data_dir,
+        args.json,
+        settings.pg_shared_buffers_mb,
+    )
 
 
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
