@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from services.curation.projection import Projector
 from tests.conftest import Stack, start_stack
 
 ALICE = {"Authorization": "Bearer alice-token", "X-Hypermnesia-Project": "vizmap"}
@@ -123,6 +124,25 @@ async def test_curation_stores_a_position_for_every_memory(viz_stack: Stack, sto
     assert missing == 0
     basis = await viz_stack.pool.fetchrow("SELECT method, dims FROM viz_basis ORDER BY id DESC LIMIT 1")
     assert basis["method"] == "pca" and basis["dims"] > 3
+
+
+async def test_a_pass_reads_the_whole_table_only_when_a_sweep_is_due(
+    viz_stack: Stack, store: dict[str, Any]
+) -> None:
+    """Between sweeps a pass reads no table (services/curation/projection.py SWEEP_EVERY_S): a
+    position lost by a path that does not project waits for the next sweep, which restores it."""
+    projector = Projector(viz_stack.pool, refit_growth=1000.0, refit_hours=1e6, sweep_every_s=3600)
+    memory_id = store["bob"][0]
+    await viz_stack.pool.execute("DELETE FROM memory_positions WHERE memory_id = $1", memory_id)
+    for _ in range(2):  # nor at start: a start must not read the table
+        quiet = await projector.refresh()
+        assert (quiet.refitted, quiet.projected, quiet.dropped) == (False, 0, 0)
+    projector.sweep_every_s = 0
+    await projector.refresh()
+    positioned = await viz_stack.pool.fetchval(
+        "SELECT count(*) FROM memory_positions WHERE memory_id = $1", memory_id
+    )
+    assert positioned == 1
 
 
 async def test_a_memory_is_positioned_as_it_is_written(viz_stack: Stack, store: dict[str, Any]) -> None:

@@ -48,6 +48,11 @@ MISSING_PER_PASS = 20_000
 SCALE_QUANTILE = 0.98
 # A pass with no basis yet comes back this soon: a new store gets its map within seconds.
 FIRST_FIT_RETRY_S = 2.0
+# How often a pass looks for memories with no position and for positions of deleted memories:
+# each look reads the whole table. Every write positions its memory in its own transaction and a
+# refit recomputes every position, so between looks nothing is expected; the look is a safety net
+# (made too by the pass after a refit, and after a look that hit MISSING_PER_PASS).
+SWEEP_EVERY_S = 3600.0
 
 
 def fit_pca(vectors: np.ndarray, model_id: str, fitted_on: int) -> Basis:
@@ -87,10 +92,21 @@ class Pass:
 
 
 class Projector:
-    def __init__(self, pool: asyncpg.Pool, *, refit_growth: float, refit_hours: float) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        *,
+        refit_growth: float,
+        refit_hours: float,
+        sweep_every_s: float = SWEEP_EVERY_S,
+    ) -> None:
         self.pool = pool
         self.refit_growth = refit_growth
         self.refit_hours = refit_hours
+        self.sweep_every_s = sweep_every_s
+        # time.monotonic() of the last sweep; None: due now. Not at start: every write path
+        # (repo.insert_memories) positions what it writes, and a start must not read the table.
+        self._swept_at: float | None = time.monotonic()
 
     def due(self, s: State, now: datetime) -> bool:
         """Whether the basis must be (re)fitted now."""
@@ -119,17 +135,23 @@ class Projector:
         return basis_id
 
     async def refresh(self) -> Pass:
-        """One pass: refit when due, else position what has no position; drop deleted ones."""
+        """One pass: refit when due, else (at most every `sweep_every_s`) position what has no
+        position and drop the positions of deleted memories."""
         async with self.pool.acquire() as conn:
             s = await projection_repo.state(conn)
         refitted = self.due(s, datetime.now(UTC))
-        projected = 0
+        projected = dropped = 0
         if refitted:
             await self.refit(s)
-        async with self.pool.acquire() as conn:
-            if not refitted:
+            # A memory written while the refit ran may have been positioned under the old basis
+            # (or none): the next pass looks.
+            self._swept_at = None
+        elif self._swept_at is None or time.monotonic() - self._swept_at >= self.sweep_every_s:
+            async with self.pool.acquire() as conn:
                 projected = await projection_repo.project_missing(conn, MISSING_PER_PASS)
-            dropped = await projection_repo.drop_orphans(conn)
+                dropped = await projection_repo.drop_orphans(conn)
+            # A full pass leaves more behind it: the next pass goes on at once.
+            self._swept_at = None if projected >= MISSING_PER_PASS else time.monotonic()
         return Pass(refitted, projected, dropped)
 
     async def run(self, every_s: float) -> None:
