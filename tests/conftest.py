@@ -50,8 +50,10 @@ def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 async def embedder(model_cache: Path) -> AsyncIterator[str]:
-    """The real embedder on a loopback port; yields its address."""
-    async with embedder_server(model_cache) as address:
+    """The real embedder on a loopback port; yields its address. Its load sessions, once loaded,
+    stay (idle 0): released at a random moment, they would move the process-wide session gauge
+    under tests that read it (tests/test_embedder_idle_sessions.py)."""
+    async with embedder_server(model_cache, embed_load_sessions_idle_s=0) as address:
         yield address
 
 

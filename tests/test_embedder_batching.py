@@ -151,11 +151,14 @@ async def test_parallel_sessions_give_every_caller_the_vectors_of_a_lone_call(mo
     expected = np.vstack([provider.embed(provider.prepare([t])) for t in texts])
     narrow = {"session": "narrow"}
     before = metric("hm_embed_session_batches_total", narrow)
-    async with serving(
-        provider, BatchLimits(max_batch_size=8, max_batch_tokens=4096, max_wait_ms=2)
-    ) as address:
-        async with ready_client(address) as client:
-            results = await asyncio.gather(*(client.embed([t], DOCUMENT, 60) for t in texts * 2))
+    try:
+        async with serving(
+            provider, BatchLimits(max_batch_size=8, max_batch_tokens=4096, max_wait_ms=2)
+        ) as address:
+            async with ready_client(address) as client:
+                results = await asyncio.gather(*(client.embed([t], DOCUMENT, 60) for t in texts * 2))
+    finally:
+        provider.close()  # its load sessions go now, not at a random moment of a later test
     for text, vectors in zip(texts * 2, results, strict=True):
         assert float(vectors[0] @ expected[texts.index(text)]) > 0.99999, text
     assert metric("hm_embed_session_batches_total", narrow) > before, "no two batches ever ran at once"

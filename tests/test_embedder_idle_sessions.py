@@ -90,8 +90,10 @@ async def quiet_until(done: Callable[[], bool], seconds: float) -> float:
     return time.monotonic() - started
 
 
-def load_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "embed_load_sessions"]
+def loading(provider: OnnxProvider) -> bool:
+    """Whether this provider's loader/watcher thread runs (other tests' providers may have theirs)."""
+    thread = provider.load_thread
+    return thread is not None and thread.is_alive()
 
 
 async def test_load_sessions_come_with_load_go_when_quiet_and_come_back_with_the_same_vectors(
@@ -166,7 +168,6 @@ async def test_a_load_session_running_a_batch_is_never_released(minilm: ModelFil
 
 
 async def test_one_worker_never_loads_load_sessions(minilm: ModelFiles) -> None:
-    await quiet_until(lambda: not load_threads(), 10)  # those of the tests before this one
     provider = provider_for(minilm, workers=1)
     before = gauge()
     narrow_before = narrow_batches()
@@ -182,7 +183,7 @@ async def test_one_worker_never_loads_load_sessions(minilm: ModelFiles) -> None:
     assert provider.sessions == 1
     assert gauge() == before
     assert narrow_batches() == narrow_before
-    assert not load_threads()
+    assert provider.load_thread is None
 
 
 async def test_a_failed_load_is_logged_once_and_every_batch_still_served(
@@ -201,7 +202,7 @@ async def test_a_failed_load_is_logged_once_and_every_batch_still_served(
             results = await asyncio.gather(*(client.embed([t], DOCUMENT, 60) for t in TEXTS))
             for text, vectors in zip(TEXTS, results, strict=True):
                 assert np.allclose(vectors[0], lone[text], atol=1e-6), text
-            await quiet_until(lambda: not load_threads(), 30)
+            await quiet_until(lambda: not loading(provider), 30)
     assert provider.sessions == 1
     failures = [r for r in caplog.records if "could not load" in r.getMessage()]
     assert len(failures) == 1, [r.getMessage() for r in caplog.records]

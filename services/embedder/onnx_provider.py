@@ -158,6 +158,11 @@ class OnnxProvider:
         )
 
     @property
+    def load_thread(self) -> threading.Thread | None:
+        """The thread that loads the load sessions and then watches them, once one was started."""
+        return self._load.thread if self._load is not None else None
+
+    @property
     def sessions(self) -> int:
         """onnxruntime sessions loaded now: the wide one, plus the load sessions while they exist."""
         return 1 + (self._load.loaded if self._load is not None else 0)
@@ -260,6 +265,7 @@ class _LoadSessions:
         self._failed = False
         self._last_used = 0.0  # time.monotonic() when a batch last ended on one of them
         self._closed = threading.Event()
+        self.thread: threading.Thread | None = None  # the loader and watcher, once started
 
     def take(self) -> PinnedSession | None:
         with self._lock:
@@ -268,7 +274,8 @@ class _LoadSessions:
             if self.loaded or self._loading or self._failed or self._closed.is_set():
                 return None  # all busy (callers beyond `count`), on their way, or not to be had
             self._loading = True
-        threading.Thread(target=self._lifetime, name="embed_load_sessions", daemon=True).start()
+        self.thread = threading.Thread(target=self._lifetime, name="embed_load_sessions", daemon=True)
+        self.thread.start()
         return None
 
     def give_back(self, session: PinnedSession) -> None:
