@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -150,12 +151,18 @@ async def test_parallel_sessions_give_every_caller_the_vectors_of_a_lone_call(mo
     texts = [sentence(i) for i in range(64)]
     expected = np.vstack([provider.embed(provider.prepare([t])) for t in texts])
     narrow = {"session": "narrow"}
-    before = metric("hm_embed_session_batches_total", narrow)
     try:
         async with serving(
             provider, BatchLimits(max_batch_size=8, max_batch_tokens=4096, max_wait_ms=2)
         ) as address:
             async with ready_client(address) as client:
+                # The narrow sessions load on a thread of their own at the first batches that run
+                # side by side (~0.6 s): bring them up before the round that is checked.
+                deadline = time.monotonic() + 60
+                while provider.sessions < 3:
+                    assert time.monotonic() < deadline, "the narrow sessions never loaded"
+                    await asyncio.gather(*(client.embed([t], DOCUMENT, 60) for t in texts[:16]))
+                before = metric("hm_embed_session_batches_total", narrow)
                 results = await asyncio.gather(*(client.embed([t], DOCUMENT, 60) for t in texts * 2))
     finally:
         provider.close()  # its load sessions go now, not at a random moment of a later test
