@@ -432,3 +432,44 @@ async def test_the_migration_applies_to_a_store_holding_data(pg_server_url: str)
                 assert await conn.fetchval("SELECT count(*) FROM identities") == 1
     finally:
         await pool.close()
+
+
+async def test_stale_reasons_written_before_0027_lose_their_cross_scope_ids(pg_server_url: str) -> None:
+    url = await create_database(pg_server_url)
+    pool = await connect_pool(url, max_size=2)
+    try:
+        async with pool.acquire() as conn:
+            await conn.execute(
+                "CREATE TABLE schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            for name, sql in migration_files():
+                if name >= "0027":
+                    break
+                await conn.execute(sql)
+                await conn.execute("INSERT INTO schema_migrations (version) VALUES ($1)", name)
+            premise, successor, here, elsewhere = (uuid.uuid4() for _ in range(4))
+            for memory_id, scope in ((premise, "user:a"), (here, "user:a"), (elsewhere, "user:b")):
+                await conn.execute(
+                    "INSERT INTO memories (id, scope, owner_id, content, created_at, updated_at,"
+                    " last_accessed_at, valid_from) VALUES ($1, $2, 'o', 'x', now(), now(), now(), now())",
+                    memory_id,
+                    scope,
+                )
+            await conn.execute(
+                "UPDATE memories SET stale_at = now(), stale_because = $2 WHERE id = ANY($1::uuid[])",
+                [here, elsewhere],
+                f"premise {premise} was superseded by {successor}",
+            )
+        await migrate(pool)
+        rows = {
+            r["id"]: r
+            for r in await pool.fetch(
+                "SELECT id, stale_because, stale_premise FROM memories WHERE id = ANY($1::uuid[])",
+                [here, elsewhere],
+            )
+        }
+        assert rows[here]["stale_because"] == f"premise {premise} was superseded by {successor}"
+        assert rows[elsewhere]["stale_because"] == "a premise in another scope was superseded"
+        assert rows[here]["stale_premise"] == rows[elsewhere]["stale_premise"] == premise
+    finally:
+        await pool.close()

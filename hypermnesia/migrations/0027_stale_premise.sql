@@ -11,6 +11,13 @@ ALTER TABLE memories ADD COLUMN stale_premise uuid;
 UPDATE memories
    SET stale_premise = substring(stale_because FROM '^premise ([0-9a-f-]{36}) ')::uuid
  WHERE stale_because ~ '^premise [0-9a-f-]{36} ';
+-- Reasons written before, for a premise in another scope (or gone, as the trigger reads it):
+-- the same words without the ids.
+UPDATE memories m
+   SET stale_because = 'a premise in another scope was '
+       || split_part(substring(m.stale_because FROM '^premise [0-9a-f-]{36} was (.*)$'), ' by ', 1)
+ WHERE m.stale_premise IS NOT NULL
+   AND NOT EXISTS (SELECT 1 FROM memories p WHERE p.id = m.stale_premise AND p.scope = m.scope);
 
 DO $$
 DECLARE

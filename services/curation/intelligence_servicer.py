@@ -10,9 +10,9 @@ import asyncpg
 import grpc
 
 from hypermnesia.grpc_server import Registration
-from hypermnesia.read_after_write import report_commit
 from hypermnesia.settings import CurationSettings
 from hypermnesia.v1 import intelligence_pb2, intelligence_pb2_grpc
+from hypermnesia.wal import report_commit
 from services.curation.consolidation import Consolidator
 from services.curation.dialectic import Dialectic
 from services.curation.dreamer import Dreamer

@@ -11,6 +11,7 @@ and when. The Dreamer only proposes: nothing here is called by it.
 from __future__ import annotations
 
 import hashlib
+import logging
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from hypermnesia.v1 import intelligence_pb2
 from services.curation import entities, graph_repo, lifecycle, metrics, payloads, proposals_repo, rawlog, repo
 from services.curation.embedding import BatchEmbedder, embedding_text
 from services.curation.writer import new_memory
+
+log = logging.getLogger(__name__)
 
 KINDS = ("fact", "procedure", "summary", "revision", "retirement", "contradiction")
 STATUSES = ("pending", "approved", "rejected")
@@ -239,10 +242,14 @@ class Proposals:
                 },
             )
         metrics.PROPOSALS_DECIDED.labels(decision).inc()
-        # The gauge counts every scope's proposals, not the ones this caller may see.
-        with row_security.internal():
-            async with self.pool.acquire() as own:
-                metrics.PROPOSALS_PENDING.set(await proposals_repo.count_pending(own))
+        # The gauge counts every scope's proposals, not the ones this caller may see. The decision
+        # has committed: a failed count must not answer it with an error (a retry would be refused).
+        try:
+            with row_security.internal():
+                async with self.pool.acquire() as own:
+                    metrics.PROPOSALS_PENDING.set(await proposals_repo.count_pending(own))
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            log.warning("a decision committed but the pending proposals could not be counted: %s", exc)
         return Decision(row, result)
 
     async def _hidden_from_caller(self, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:

@@ -12,9 +12,9 @@ from google.protobuf.json_format import MessageToDict
 from hypermnesia import status, validation
 from hypermnesia.errors import InvalidArgument, NotFound
 from hypermnesia.memory_rows import memory_from_row
-from hypermnesia.read_after_write import report_commit
 from hypermnesia.scopes import permits, require
 from hypermnesia.v1 import common_pb2, curation_pb2, curation_pb2_grpc
+from hypermnesia.wal import report_commit
 from services.curation import records_repo, repo, tasks
 from services.curation.ingest import Ingester
 from services.curation.lifecycle import ForgetInput, Forgetter

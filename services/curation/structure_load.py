@@ -10,10 +10,10 @@ import asyncpg
 import grpc
 
 from hypermnesia.grpc_server import Registration
-from hypermnesia.read_after_write import report_commit
 from hypermnesia.scopes import PROJECT_PREFIX, require
 from hypermnesia.structure_map import check_repo, parse_map
 from hypermnesia.v1 import structure_pb2, structure_pb2_grpc
+from hypermnesia.wal import report_commit
 from services.curation import structure_repo
 
 log = logging.getLogger(__name__)

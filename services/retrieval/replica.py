@@ -50,6 +50,8 @@ _GONE = (
     asyncpg.CannotConnectNowError,
     asyncpg.InterfaceError,
 )
+# What only a database connection raises (the rest of _GONE may come from any part of a read).
+_DATABASE_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError)
 # A standby cancels a query whose rows replay must change (40001), and refuses a write (25006).
 _REFUSED = (asyncpg.SerializationError, asyncpg.ReadOnlySQLTransactionError)
 
@@ -106,22 +108,28 @@ class ReadRouter:
         if not self.up:
             return await self._on_primary(REPLICA_DOWN, run)
         try:
-            if min_lsn > self.replayed and not await self._caught_up(replica, min_lsn):
-                reason = BEHIND
-            else:
-                result = await run(replica)
-                metrics.REPLICA_READS.inc()
-                return result
+            behind = min_lsn > self.replayed and not await self._caught_up(replica, min_lsn)
+        except _GONE as exc:  # only the replica's own queries run while waiting
+            await self._take_out(exc)
+            return await self._on_primary(REPLICA_DOWN, run)
+        if behind:
+            return await self._on_primary(BEHIND, run)
+        try:
+            result = await run(replica)
         except _GONE as exc:
-            # A timeout or socket error may come from elsewhere in the read (the embedder, say):
-            # it is the replica's only if the replica then fails a probe too.
-            if await self._answers(replica):
+            # asyncpg's own errors are the replica's; a bare timeout or socket error may come from
+            # elsewhere in the read (the embedder, say): it is the replica's only if the replica
+            # then fails a probe too.
+            if not isinstance(exc, _DATABASE_ERRORS) and await self._answers(replica):
                 raise
             await self._take_out(exc)
             reason = REPLICA_DOWN
         except _REFUSED as exc:
             log.warning("a read failed on the replica, retried on the primary: %s", exc)
             reason = REPLICA_ERROR
+        else:
+            metrics.REPLICA_READS.inc()
+            return result
         return await self._on_primary(reason, run)
 
     async def _on_primary(self, reason: str, run: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncpg
 
-from hypermnesia.read_after_write import flushed_wal, parse_lsn
+from hypermnesia.read_after_write import parse_lsn
+from hypermnesia.wal import flushed_wal
 
 
 async def replayed_lsn(replica: asyncpg.Pool) -> int:
