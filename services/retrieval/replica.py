@@ -87,6 +87,7 @@ class ReadRouter:
         self.up = replica is not None
         self._probe: asyncio.Task[None] | None = None
         self._polling: asyncio.Future[None] | None = None  # the replay-position read in flight
+        self.polls = 0  # replay-position reads made for waiting reads
         # Every series from the start, at 0 (also without a replica: the dashboard's panels and
         # rate() need a series to read).
         for reason in REASONS:
@@ -160,6 +161,7 @@ class ReadRouter:
         await asyncio.shield(self._polling)
 
     async def _read_replayed(self, replica: asyncpg.Pool) -> None:
+        self.polls += 1
         self.replayed = max(self.replayed, await replica_repo.replayed_lsn(replica))
 
     def _poll_done(self, task: asyncio.Future[None]) -> None:
