@@ -11,7 +11,7 @@ import grpc
 from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import IsoTime, Request, field
-from gateway.shaping import caller, hit_json, memory_json, to_proto
+from gateway.shaping import caller, hit_json, memory_json, to_proto, version_json
 from hypermnesia.errors import HypermnesiaError
 from hypermnesia.scopes import PROJECT_PREFIX
 from hypermnesia.v1 import curation_pb2, retrieval_pb2
@@ -121,14 +121,12 @@ class SaveMemory(Request):
     kind: str | None = field(f"The memory's kind: {_KINDS}; default semantic.", None)
 
 
-def _save_request(session: Session, request: SaveMemory, supersedes: str = "") -> curation_pb2.SaveRequest:
-    scope = request.scope
-    if scope is None and not supersedes:
-        scope = session.project_scope
-    # A supersede with no scope named stays in the superseded memory's own scope, which curation
-    # knows and the gateway does not: the session's project would refuse a `user:` memory.
+def _save_request(session: Session, request: SaveMemory) -> curation_pb2.SaveRequest:
     return to_proto(
-        curation_pb2.SaveRequest(), request, caller=caller(session), scope=scope or "", supersedes=supersedes
+        curation_pb2.SaveRequest(),
+        request,
+        caller=caller(session),
+        scope=request.scope or session.project_scope,
     )
 
 
@@ -222,10 +220,19 @@ async def get(backends: Backends, session: Session, request: MemoryRef) -> dict[
 
 
 async def lineage(backends: Backends, session: Session, request: MemoryRef) -> dict[str, Any]:
-    """The supersede chain through a memory, oldest first: how a belief changed over time."""
+    """How a belief changed over time. `lineage`: the supersede chain through a memory, oldest
+    first (the memories still stored). `versions`: every version of every memory on that chain,
+    oldest first, numbered from 1: the record that created each memory and each change in place
+    (operation update: memory_update, or a save merged into it, reason "dedupe"), with the text as
+    of then (content, description), its time (`at`), author, and the fields an update `changed`.
+    A version whose text was erased says `text: "purged"` with null content and description (so
+    does a deleted memory's, `text: "deleted"`)."""
     message = retrieval_pb2.GetRequest(caller=caller(session), id=request.memory_id)
     response = await backends.call(backends.retrieval.Lineage, message)
-    return {"lineage": [memory_json(m) for m in response.memories]}
+    return {
+        "lineage": [memory_json(m) for m in response.memories],
+        "versions": [version_json(n, v) for n, v in enumerate(response.versions, start=1)],
+    }
 
 
 async def delete(backends: Backends, session: Session, request: MemoryRef) -> dict[str, Any]:
@@ -394,7 +401,10 @@ class UpdateMemory(Request):
 
 
 async def update(backends: Backends, session: Session, request: UpdateMemory) -> dict[str, Any]:
-    """Edit a known memory in place: only the given fields change, the id stays."""
+    """Edit a known memory in place: only the given fields change, the id stays, and the earlier
+    text stays readable as a version (memory_lineage). A description is never rewritten for you:
+    when content changes and no description is given, a memory that has one answers with
+    `description_may_be_stale: true`; give `description` too to refresh it."""
     message = to_proto(
         curation_pb2.UpdateRequest(),
         request,
@@ -404,7 +414,16 @@ async def update(backends: Backends, session: Session, request: UpdateMemory) ->
         set_tags=request.tags is not None,
         set_metadata=request.metadata is not None,
     )
-    return memory_json(await backends.call(backends.curation.Update, message, 60))
+    out = memory_json(await backends.call(backends.curation.Update, message, 60))
+    if _kept_description(request.content, request.description, out):
+        out["description_may_be_stale"] = True
+    return out
+
+
+def _kept_description(content: str | None, description: str | None, memory: dict[str, Any]) -> bool:
+    """Whether a write changed the content but kept a description written for the old content (a
+    description is the caller's own summary: nothing tells whether it still holds)."""
+    return content is not None and description is None and bool(memory["description"])
 
 
 class ForgetMemories(Request):
@@ -444,16 +463,44 @@ async def forget(backends: Backends, session: Session, request: ForgetMemories) 
     }
 
 
-class SupersedeMemory(SaveMemory):
+_KEPT = "Default: the replaced memory's."
+
+
+class SupersedeMemory(Request):
     memory_id: str = field("The id of the memory this one replaces (a UUID).")
+    content: str = field("The corrected fact.", max_length=MAX_CONTENT_CHARS)
+    description: str | None = field(f"A one-line summary. {_KEPT}", None, max_length=MAX_DESCRIPTION_CHARS)
     scope: str | None = field(_SCOPE_OF_CORRECTION, None, max_length=MAX_SCOPE_CHARS)
+    type: str | None = field(f"{_TYPE} {_KEPT}", None, max_length=MAX_TYPE_CHARS)
+    tags: list[str] | None = field(f"{_TAGS_TO_WRITE} {_KEPT} [] clears them.", None, max_items=MAX_TAGS)
+    metadata: dict[str, Any] | None = field(f"{_METADATA} {_KEPT}", None)
+    importance: float | None = field(f"{_IMPORTANCE} {_KEPT}", None, ge=_LOW, le=_HIGH)
+    kind: str | None = field(f"The memory's kind: {_KINDS}. {_KEPT}", None)
 
 
 async def supersede(backends: Backends, session: Session, request: SupersedeMemory) -> dict[str, Any]:
     """Replace a memory with a corrected one: a new id; the old one is closed but kept for
-    history and as-of questions."""
-    response = await backends.call(backends.curation.Save, _save_request(session, request, request.memory_id))
-    return {"created": response.created, "memory": memory_json(response.memory)}
+    history and as-of questions (memory_lineage lists both). Every field not given is kept from
+    the memory it replaces: description, type, tags, metadata, importance, kind (and its decay
+    class). When the kept description was written for the old content, the answer says
+    `description_may_be_stale: true`; give `description` to replace it."""
+    # With no scope named, curation puts the correction where the replaced memory lives (it
+    # knows the scope, the gateway does not): the session's project would refuse a `user:` one.
+    message = to_proto(
+        curation_pb2.SaveRequest(),
+        request,
+        caller=caller(session),
+        supersedes=request.memory_id,
+        # An empty description, tag list or metadata given is a value, not "keep the old one".
+        set_description=request.description is not None,
+        set_tags=request.tags is not None,
+        set_metadata=request.metadata is not None,
+    )
+    response = await backends.call(backends.curation.Save, message)
+    out: dict[str, Any] = {"created": response.created, "memory": memory_json(response.memory)}
+    if _kept_description(request.content, request.description, out["memory"]):
+        out["description_may_be_stale"] = True
+    return out
 
 
 class DecideTask(Request):

@@ -150,6 +150,26 @@ def hit_json(h: retrieval_pb2.SearchHit, degraded: list[str]) -> dict[str, Any]:
     return out
 
 
+def version_json(number: int, v: retrieval_pb2.MemoryVersion) -> dict[str, Any]:
+    """One version of a memory (lineage's `versions`), numbered from 1 along the chain. content and
+    description are null when they cannot be read (`text` says why: purged or deleted; or the
+    value was carried over from a purged version)."""
+    return {
+        "version": number,
+        "memory_id": v.memory_id,
+        "record_id": v.record_id,
+        "seq": v.seq,
+        "operation": v.operation,
+        "reason": v.reason or None,
+        "at": iso(v.at),
+        "author": v.author,
+        "text": v.text,
+        "content": v.content if v.HasField("content") else None,
+        "description": v.description if v.HasField("description") else None,
+        "changed": list(v.changed),
+    }
+
+
 def record_json(view: curation_pb2.RecordView) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": view.id,

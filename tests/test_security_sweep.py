@@ -696,6 +696,9 @@ async def test_each_principal_still_reads_its_own(swept: Stack) -> None:
             assert t.mark in json.dumps(doc)
             lineage = await _ok(await http.get(f"/memories/{t.ids['new']}/lineage", headers=t.headers))
             assert t.ids["old"] in json.dumps(lineage)
+            versions = lineage["versions"]
+            assert [v["memory_id"] for v in versions] == [t.ids["old"], t.ids["new"]]
+            assert all(t.mark in v["content"] and v["author"] == t.name for v in versions), versions
 
 
 # ---------------------------------------------------------------------------------------------

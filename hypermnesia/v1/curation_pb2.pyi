@@ -12,7 +12,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SaveRequest(_message.Message):
-    __slots__ = ("caller", "content", "description", "scope", "type", "tags", "metadata", "importance", "kind", "supersedes", "decay_class")
+    __slots__ = ("caller", "content", "description", "scope", "type", "tags", "metadata", "importance", "kind", "supersedes", "decay_class", "set_description", "set_tags", "set_metadata")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
@@ -24,6 +24,9 @@ class SaveRequest(_message.Message):
     KIND_FIELD_NUMBER: _ClassVar[int]
     SUPERSEDES_FIELD_NUMBER: _ClassVar[int]
     DECAY_CLASS_FIELD_NUMBER: _ClassVar[int]
+    SET_DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    SET_TAGS_FIELD_NUMBER: _ClassVar[int]
+    SET_METADATA_FIELD_NUMBER: _ClassVar[int]
     caller: _common_pb2.Caller
     content: str
     description: str
@@ -35,7 +38,10 @@ class SaveRequest(_message.Message):
     kind: str
     supersedes: str
     decay_class: str
-    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., content: _Optional[str] = ..., description: _Optional[str] = ..., scope: _Optional[str] = ..., type: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., importance: _Optional[float] = ..., kind: _Optional[str] = ..., supersedes: _Optional[str] = ..., decay_class: _Optional[str] = ...) -> None: ...
+    set_description: bool
+    set_tags: bool
+    set_metadata: bool
+    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., content: _Optional[str] = ..., description: _Optional[str] = ..., scope: _Optional[str] = ..., type: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., importance: _Optional[float] = ..., kind: _Optional[str] = ..., supersedes: _Optional[str] = ..., decay_class: _Optional[str] = ..., set_description: _Optional[bool] = ..., set_tags: _Optional[bool] = ..., set_metadata: _Optional[bool] = ...) -> None: ...
 
 class SaveResponse(_message.Message):
     __slots__ = ("created", "memory", "replaced")

@@ -39,6 +39,21 @@ def _grants(caller: common_pb2.Caller) -> tuple[str, ...]:
     return tuple(caller.grants)
 
 
+def _unset_fields(request: curation_pb2.SaveRequest) -> frozenset[str]:
+    """The fields a save does not give (curation.proto SaveRequest): a supersede keeps the replaced
+    memory's. An empty description, tag list or metadata is given only when its set_ flag says so."""
+    given = {
+        "type": bool(request.type),
+        "kind": bool(request.kind),
+        "decay_class": bool(request.decay_class),
+        "importance": request.HasField("importance"),
+        "description": bool(request.description) or request.set_description,
+        "tags": bool(request.tags) or request.set_tags,
+        "metadata": bool(request.metadata.fields) or request.set_metadata,
+    }
+    return frozenset(name for name, is_given in given.items() if not is_given)
+
+
 class CurationServicer(curation_pb2_grpc.CurationServicer):
     def __init__(self, curation: Curation) -> None:
         self.c = curation
@@ -65,6 +80,7 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
                 kind=request.kind,
                 supersedes=request.supersedes,
                 decay_class=request.decay_class,
+                unset=_unset_fields(request),
             )
         )
         response = curation_pb2.SaveResponse(created=result.created, memory=memory_from_row(result.memory))

@@ -18,7 +18,7 @@ from hypermnesia.errors import FailedPrecondition, InvalidArgument, NotFound
 from hypermnesia.kinds import DECAY_CLASS_FOR_KIND, DEFAULT_KIND
 from hypermnesia.memory_rows import is_live
 from hypermnesia.scopes import permits, require
-from services.curation import entities, payloads, rawlog, repo
+from services.curation import entities, memory_fields, payloads, rawlog, repo
 from services.curation.embedding import BatchEmbedder, cosine, embedding_text
 
 log = logging.getLogger(__name__)
@@ -44,6 +44,8 @@ class SaveInput:
     kind: str
     supersedes: str = ""
     decay_class: str = ""
+    # The fields the request did not give (a supersede keeps the replaced memory's: _inherited).
+    unset: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -151,20 +153,19 @@ class MemoryWriter:
                 return nearest[0]
         return None
 
-    async def _in_superseded_scope(self, item: SaveInput) -> SaveInput:
-        """A correction named with no scope lives where the memory it corrects lives (the only scope
-        it may be saved in): the caller need not know it, and a session's project is not it when the
-        memory is, say, a `user:` one."""
+    async def _superseded(self, item: SaveInput) -> asyncpg.Record:
+        """The memory a correction replaces, as it is now (every curated column)."""
         target = validation.parse_id(item.supersedes)
         async with self.pool.acquire() as conn:
-            old = await repo.fetch_memory(conn, target)
+            old = await repo.fetch_full(conn, target)
         if old is None or not permits(item.grants, old["scope"]):
             raise NotFound(f"cannot supersede {target}: no such memory in your scopes")
-        return replace(item, scope=old["scope"])
+        return old
 
     async def save(self, item: SaveInput) -> SaveResult:
-        if item.supersedes and not item.scope:
-            item = await self._in_superseded_scope(item)
+        replaced = await self._superseded(item) if item.supersedes else None
+        if replaced is not None:
+            item = _inherited(item, replaced)
         self.validate(item)
         kind = item.kind or DEFAULT_KIND
         target = validation.parse_id(item.supersedes) if item.supersedes else None
@@ -212,9 +213,11 @@ class MemoryWriter:
                 decay_class=item.decay_class or None,
                 supersedes=target,
                 **{k: v for k, v in text_fields.items() if k != "content"},
+                **({k: replaced[k] for k in _CARRIED} if replaced is not None else {}),
             )
             if target is not None:
-                await self._close_for_supersede(conn, target, fields["id"], item.scope, item.grants, now)
+                assert replaced is not None
+                await self._close_for_supersede(conn, replaced, fields["id"], item.scope, item.grants, now)
             await repo.insert_memories(conn, [fields], [vector])
             await rawlog.append(
                 conn,
@@ -233,13 +236,15 @@ class MemoryWriter:
     async def _close_for_supersede(
         self,
         conn: asyncpg.Connection,
-        target: uuid.UUID,
+        seen: asyncpg.Record,
         successor: uuid.UUID,
         scope: str,
         grants: tuple[str, ...],
         at: datetime,
     ) -> None:
-        """Check that `target` may be superseded by a new memory in `scope`, then close it."""
+        """Check that `seen` (the replaced memory, as the correction's kept fields were read from
+        it) may be superseded by a new memory in `scope` and has not changed since, then close it."""
+        target = seen["id"]
         old = await repo.lock_memory(conn, target)
         if old is None or not permits(grants, old["scope"]):
             raise NotFound(f"cannot supersede {target}: no such memory in your scopes")
@@ -253,6 +258,8 @@ class MemoryWriter:
                 f"{target} was already superseded by {old['superseded_by']}; supersede the current "
                 "version instead (a chain has one head)"
             )
+        if old["updated_at"] != seen["updated_at"]:
+            raise FailedPrecondition(f"{target} changed while superseding it; try again")
         if target == successor or await repo.chain_contains(conn, target, successor):
             raise InvalidArgument(f"superseding {target} with {successor} would make a cycle in its chain")
         await repo.close_memory(conn, target, successor, at)
@@ -333,6 +340,25 @@ class MemoryWriter:
                 payload=payloads.event("delete", memory_id, now),
             )
         return locked
+
+
+# What a correction takes from the memory it replaces, given or not: where it belongs (its
+# repository; the state object it is the value of), which the save request cannot name.
+_CARRIED = ("repo", "state_key")
+_INHERITABLE = frozenset(("type", "kind", "description", "tags", "metadata", "importance", "decay_class"))
+
+
+def _inherited(item: SaveInput, old: asyncpg.Record) -> SaveInput:
+    """A correction keeps every field of the memory it replaces that it does not give (type, kind,
+    description, tags, metadata, importance, decay class) and, named no scope, lives where that
+    memory lives (the only scope it may be saved in: a session's project is not it when the
+    memory is, say, a `user:` one). A kind given that differs from the old one brings its own
+    decay class unless one is given too."""
+    # In their JSON form (a list of tags, a metadata object, importance as stored), as a save takes them.
+    kept = memory_fields.to_json_partial({name: old[name] for name in item.unset & _INHERITABLE})
+    if "decay_class" in kept and (item.kind or old["kind"]) != old["kind"]:
+        del kept["decay_class"]
+    return replace(item, scope=item.scope or old["scope"], **kept)
 
 
 _UPDATABLE = ("content", "description", "type", "tags", "metadata", "importance", "decay_class")

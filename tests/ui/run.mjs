@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 
 const config = JSON.parse(process.argv[2]);
-const { base, chromium: executablePath, alice, bob, project, memory, proposal, bobMemory, screenshots } = config;
+const { base, chromium: executablePath, alice, bob, project, memory, proposal, bobMemory, versioned, screenshots } = config;
 const TIMEOUT = 15000;
 
 class CheckFailed extends Error {}
@@ -147,9 +147,31 @@ try {
   await page.waitForSelector(`article.memory[data-id="${memory.id}"]`, { timeout: TIMEOUT });
   const content = await page.textContent('article.memory .content');
   check(content.includes(memory.content), `the memory page shows ${content}`);
-  for (const title of ['Lineage', 'Evidence', 'Raw log']) {
+  for (const title of ['Lineage', 'Versions', 'Evidence', 'Raw log']) {
     check(await page.$(`section.panel h2:text-is("${title}")`), `the memory page has no ${title} section`);
   }
+
+  step('a memory updated in place lists every version and every raw-log record');
+  await page.goto(`${base}/ui/#/memory/${versioned.id}`);
+  await page.waitForSelector(`article.memory[data-id="${versioned.id}"]`, { timeout: TIMEOUT });
+  await page.waitForSelector('table.versions tbody tr', { timeout: TIMEOUT });
+  await page.waitForSelector('table.records tbody tr', { timeout: TIMEOUT });
+  const shown = await page.$$eval('table.versions tbody tr', (rows) => rows.map((r) => ({
+    version: Number(r.dataset.version),
+    seq: Number(r.dataset.seq),
+    text: r.dataset.text,
+    content: r.querySelector('td.content').textContent,
+    author: r.children[2].textContent,
+  })));
+  check(JSON.stringify(shown.map((v) => v.content)) === JSON.stringify(versioned.contents),
+    `the versions shown are ${JSON.stringify(shown)}, not ${JSON.stringify(versioned.contents)}`);
+  check(shown.every((v, i) => v.version === i + 1 && v.text === 'present' && v.author === versioned.author),
+    `the versions are not numbered, present and by ${versioned.author}: ${JSON.stringify(shown)}`);
+  const recordSeqs = await page.$$eval('table.records tbody tr', (rows) => rows.map((r) => Number(r.dataset.seq)));
+  check(JSON.stringify(recordSeqs) === JSON.stringify(versioned.records),
+    `the page lists records ${recordSeqs}, hypermnesia why lists ${versioned.records}`);
+  check(JSON.stringify(shown.map((v) => v.seq)) === JSON.stringify(versioned.records),
+    `the versions' records ${shown.map((v) => v.seq)} are not the raw log's ${versioned.records}`);
 
   step('a bad id shows the API message, not a stack trace');
   await page.goto(`${base}/ui/#/memory/not-a-uuid`);
