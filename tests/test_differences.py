@@ -129,11 +129,15 @@ def test_only_added_or_dropped_ordinary_words_are_elaboration() -> None:
     )
 
 
-def test_long_texts_compare_past_the_aligned_part() -> None:
-    head = " ".join(f"word{i}" for i in range(MAX_TOKENS))
-    assert differences(head + " tail one", head + " tail one") == []
-    assert describe(differences(head + " tail one", head + " tail two")) == [
-        f"the text after {MAX_TOKENS} words removed"
+def test_long_texts_are_compared_where_they_differ() -> None:
+    body = " ".join(f"word{i}" for i in range(5 * MAX_TOKENS))
+    assert differences("Also, " + body + " ends at 5 pm.", body + " ends at 5 pm") == []
+    found = differences(body + " ends at 5 pm", body + " ends at 6 pm")
+    assert describe(found) == ["5 pm -> 6 pm"] and found[0].shared_before >= 5 * MAX_TOKENS
+    # A differing part too long to align is one difference, never a merge.
+    reworded = " ".join(f"other{i}" for i in range(MAX_TOKENS + 1))
+    assert describe(differences(f"A {body} B", f"A {reworded} B")) == [
+        f"a passage of more than {MAX_TOKENS} words differs"
     ]
 
 

@@ -33,9 +33,12 @@ __all__ = ["Difference", "contradiction", "describe", "differences"]
 # The kinds a difference can have, most specific first (a changed span holding a number and a
 # word is a number change).
 KINDS = ("polarity", "number", "date", "identifier", "name", "word")
-# Longer texts are compared on their first this many tokens each, and a change past them in
-# either text is one difference (so a long text never merges on what was not read).
-MAX_TOKENS = 3000
+# The part where two texts differ is aligned when it is at most this many words (alignment is
+# quadratic at worst); a longer one is one difference, so a text never merges on what was not read.
+MAX_TOKENS = 1000
+# Chunks kept either side of the part where two texts differ (for sentence starts, "9 am", and
+# where a change sits in its sentence).
+CONTEXT = 8
 
 NEGATIONS = frozenset("not no never none nobody nothing nowhere neither nor without".split())
 # Words whose presence or replacement never makes a different fact: articles, auxiliaries,
@@ -123,6 +126,8 @@ class Difference:
     shared_before: int = 0
 
     def __str__(self) -> str:
+        if self.kind == "passage":
+            return f"a passage of more than {MAX_TOKENS} words differs"
         if self.kind == "polarity":
             return f"{self.new} added" if self.new else f"{self.old} removed"
         if not self.old:
@@ -239,19 +244,38 @@ def _time_token(text: str, match: re.Match[str]) -> Token:
     return Token(text, key, "date")
 
 
-def tokens(text: str) -> list[Token]:
-    """The statement as aligned tokens (pure punctuation dropped)."""
+def _chunks(text: str) -> list[str]:
+    """The text split at white space, a line break kept as its own chunk."""
+    return re.findall(r"\S+|\n", text.replace("’", "'").replace("‘", "'"))
+
+
+def _plain(chunk: str) -> str:
+    """A chunk as a cheap comparison sees it (case and edge punctuation aside)."""
+    return chunk.lower().strip(_EDGE_OPEN + _EDGE_CLOSE)
+
+
+def _starts_sentence(chunk: str) -> bool:
+    """Whether the chunk after this one starts a sentence, a line or a list item."""
+    return (
+        chunk == "\n"
+        or chunk in ("-", "*", "•")
+        or chunk.rstrip("\"')]}*`”").endswith(_SENTENCE_END)
+        or bool(re.fullmatch(r"\d+[.)]", chunk))
+    )
+
+
+def tokens(chunks: list[str], initial: bool = True) -> list[Token]:
+    """Chunks of a statement as aligned tokens (pure punctuation dropped); `initial`: the first
+    chunk starts a sentence."""
     out: list[Token] = []
-    initial = True  # at the start of a sentence, a line or a list item
-    for chunk in re.findall(r"\S+|\n", text.replace("’", "'").replace("‘", "'")):
+    for chunk in chunks:
         if chunk == "\n":
             initial = True
             continue
         core = chunk.lstrip(_EDGE_OPEN).rstrip(_EDGE_CLOSE)
         backticked = chunk.startswith("`") and chunk.rstrip(_EDGE_CLOSE.replace("`", "")).endswith("`")
-        ends_sentence = chunk.rstrip("\"')]}*`”").endswith(_SENTENCE_END)
         if not any(c.isalnum() for c in core):
-            initial = initial or ends_sentence or chunk in ("-", "*", "•")
+            initial = initial or _starts_sentence(chunk)
             continue
         previous = out[-1] if out else None
         joined = _TIME.match(previous.text + core) if previous and _AMPM.match(core) else None
@@ -259,7 +283,7 @@ def tokens(text: str) -> list[Token]:
             out[-1] = _time_token(f"{previous.text} {core}", joined)  # "9 am", "9:30 pm": one time
         else:
             out.extend(_classify(core, initial, backticked))
-        initial = ends_sentence or bool(re.fullmatch(r"\d+[.)]", chunk))
+        initial = _starts_sentence(chunk)
     return out
 
 
@@ -304,22 +328,54 @@ class _Span:
 def _unmoved(spans: list[_Span]) -> None:
     """Drop the tokens that only moved: dropped at one place and added at another. Two
     replacements that trade words ("A before B" -> "B before A") are a swap and stay."""
+    added: dict[str, list[tuple[_Span, Token]]] = {}
+    for span in spans:
+        for token in span.new:
+            added.setdefault(token.key, []).append((span, token))
     for span in spans:
         for token in list(span.old):
-            for other in spans:
-                if other is span or (span.tag == "replace" and other.tag == "replace"):
-                    continue
-                match = next((t for t in other.new if t.key == token.key), None)
-                if match is not None:
-                    span.old.remove(token)
-                    other.new.remove(match)
-                    break
+            candidates = added.get(token.key, [])
+            found = next(
+                (
+                    n
+                    for n, (other, _) in enumerate(candidates)
+                    if other is not span and not (span.tag == "replace" and other.tag == "replace")
+                ),
+                None,
+            )
+            if found is not None:
+                other, match = candidates.pop(found)
+                span.old.remove(token)
+                other.new.remove(match)
+
+
+def _trimmed(old: str, new: str) -> tuple[list[str], list[str], bool, int]:
+    """The two statements' chunks around the part where they differ: a common start and end
+    (equal but for case and edge punctuation) are left out but for CONTEXT chunks, so a long text
+    costs what its changes cost. Also whether the kept part starts a sentence, and how many words
+    the left-out start holds."""
+    ca, cb = _chunks(old), _chunks(new)
+    pa, pb = [_plain(c) for c in ca], [_plain(c) for c in cb]
+    start = 0
+    while start < min(len(pa), len(pb)) and pa[start] == pb[start]:
+        start += 1
+    end = 0
+    while end < min(len(pa), len(pb)) - start and pa[-1 - end] == pb[-1 - end]:
+        end += 1
+    lo = max(0, start - CONTEXT)
+    tail = max(0, end - CONTEXT)
+    initial = lo == 0 or _starts_sentence(ca[lo - 1])
+    skipped = sum(1 for c in pa[:lo] if c not in _ARTICLES and any(ch.isalnum() for ch in c))
+    return ca[lo : len(ca) - tail], cb[lo : len(cb) - tail], initial, skipped
 
 
 def differences(old: str, new: str) -> list[Difference]:
     """The changes from `old` to `new` that make them different facts; empty for a restatement."""
-    all_a, all_b = tokens(old), tokens(new)
-    a, b = all_a[:MAX_TOKENS], all_b[:MAX_TOKENS]
+    chunks_a, chunks_b, initial, skipped = _trimmed(old, new)
+    if len(chunks_a) > MAX_TOKENS or len(chunks_b) > MAX_TOKENS:
+        # Too long to align: never merged on what was not read.
+        return [Difference("passage", "", "", skipped)]
+    a, b = tokens(chunks_a, initial), tokens(chunks_b, initial)
     out = _polarity(a, b)
     matcher = SequenceMatcher(None, [t.key for t in a], [t.key for t in b], autojunk=False)
     spans = [
@@ -328,7 +384,7 @@ def differences(old: str, new: str) -> list[Difference]:
         if tag != "equal"
     ]
     _unmoved(spans)
-    equal_before = [0]  # words both texts share before each old position (articles aside)
+    equal_before = [skipped]  # words both texts share before each old position (articles aside)
     matched = {i for block in matcher.get_matching_blocks() for i in range(block.a, block.a + block.size)}
     for i, token in enumerate(a):
         equal_before.append(equal_before[-1] + (i in matched and token.key not in _ARTICLES))
@@ -354,8 +410,6 @@ def differences(old: str, new: str) -> list[Difference]:
             first_change = shared
     if dropped and added:
         out.append(Difference("word", _text(dropped), _text(added), first_change or 0))
-    if [t.key for t in all_a[MAX_TOKENS:]] != [t.key for t in all_b[MAX_TOKENS:]]:
-        out.append(Difference("word", f"the text after {MAX_TOKENS} words", "", equal_before[-1]))
     return out
 
 
