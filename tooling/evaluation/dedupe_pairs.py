@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -373,13 +374,15 @@ def change_polarity(s: Statement, rng: random.Random) -> str | None:
 Rule = Callable[[Statement, random.Random], str | None]
 
 
-def _apply(rule: str, label: str, func: Rule, statements: list[Statement], split: str) -> list[Pair]:
+def _apply(
+    rule: str, label: str, func: Rule, statements: list[Statement], split: str, per_rule: int
+) -> list[Pair]:
     rng = random.Random(f"{SEED}:{rule}:{split}")
     candidates = [s for s in statements if s.split == split]
     rng.shuffle(candidates)
     out: list[Pair] = []
     for statement in candidates:
-        if len(out) == PER_RULE:
+        if len(out) == per_rule:
             break
         newer = func(statement, rng)
         if newer is None or " ".join(newer.split()) == " ".join(statement.text.split()):
@@ -388,13 +391,15 @@ def _apply(rule: str, label: str, func: Rule, statements: list[Statement], split
     return out
 
 
-def build(data_dir: Path) -> list[Pair]:
-    """The whole labelled set, in a fixed order (the same every run)."""
+def build(data_dir: Path, limit: int | None = None) -> list[Pair]:
+    """The labelled set, in a fixed order (the same every run). `limit`: at most this many pairs
+    per rule and split, for a quick slice; None is the whole set (the natural pairs all kept)."""
+    per_rule = min(PER_RULE, limit) if limit is not None else PER_RULE
     turns, speakers, observed = locomo_statements(data_dir)
     claims = scifact_claims(data_dir)
     wordnet = WordNet()
-    both = turns + scifact_statements(claims)
     sci = scifact_statements(claims)
+    both = turns + sci
     pairs: list[Pair] = []
     for split in SPLITS:
         restatements: dict[str, Rule] = {
@@ -406,7 +411,7 @@ def build(data_dir: Path) -> list[Pair]:
             "synonym": partial(restate_synonym, wordnet=wordnet),
         }
         for rule, func in restatements.items():
-            pairs += _apply(rule, "same", func, both, split)
+            pairs += _apply(rule, "same", func, both, split, per_rule)
         names = speakers[split]
         changes: dict[str, tuple[Rule, list[Statement]]] = {
             "number": (change_number, both),
@@ -416,9 +421,21 @@ def build(data_dir: Path) -> list[Pair]:
             "polarity": (change_polarity, both),
         }
         for rule, (func, statements) in changes.items():
-            pairs += _apply(rule, "different", func, statements, split)
+            pairs += _apply(rule, "different", func, statements, split, per_rule)
         rng = random.Random(f"{SEED}:observation:{split}")
         mine = [p for p in observed if p.split == split]
         rng.shuffle(mine)
-        pairs += mine[:PER_RULE]
-    return pairs + scifact_natural(claims)
+        pairs += mine[:per_rule]
+    natural = scifact_natural(claims)
+    return pairs + (_first(natural, limit) if limit is not None else natural)
+
+
+def _first(pairs: list[Pair], limit: int) -> list[Pair]:
+    """The first `limit` pairs of each rule and split."""
+    seen: Counter[tuple[str, str]] = Counter()
+    out = []
+    for pair in pairs:
+        seen[pair.rule, pair.split] += 1
+        if seen[pair.rule, pair.split] <= limit:
+            out.append(pair)
+    return out

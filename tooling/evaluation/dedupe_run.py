@@ -86,10 +86,17 @@ async def _judge(
     )
 
 
-async def evaluate(data_dir: Path, database_url: str | None, concurrency: int = 4) -> list[Outcome]:
-    pairs = dedupe_pairs.build(data_dir)
+async def evaluate(
+    data_dir: Path,
+    database_url: str | None,
+    concurrency: int = 4,
+    limit: int | None = None,
+    work_dir: Path | None = None,
+) -> list[Outcome]:
+    """`limit`: at most this many pairs per rule and split (dedupe_pairs.build)."""
+    pairs = dedupe_pairs.build(data_dir, limit)
     with tempfile.TemporaryDirectory(prefix="hm-eval-") as tmp:
-        work = Path(tmp)
+        work = work_dir or Path(tmp)
         server_url, embedded = resolve_database_url(database_url, work)
         db_url = await create_database(server_url, prefix="hm_eval")
         try:
@@ -110,12 +117,12 @@ async def evaluate(data_dir: Path, database_url: str | None, concurrency: int = 
                 curation = curation_pb2_grpc.CurationStub(channel)
                 intelligence = intelligence_pb2_grpc.IntelligenceStub(channel)
                 pool = await asyncpg.create_pool(db_url, min_size=1, max_size=concurrency)
-                limit = asyncio.Semaphore(concurrency)
+                gate = asyncio.Semaphore(concurrency)
                 try:
                     with tqdm(total=len(pairs), desc="dedupe pairs", unit="pair", file=sys.stderr) as bar:
 
                         async def one(n: int, pair: Pair) -> Outcome:
-                            async with limit:
+                            async with gate:
                                 outcome = await _judge(n, pair, curation, intelligence, pool)
                             bar.update(1)
                             return outcome
