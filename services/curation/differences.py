@@ -5,8 +5,8 @@ they differ only in case, punctuation, word order, articles and auxiliaries, fil
 ("too", "also", ...) or added and dropped ordinary words. They are different facts when they
 differ in
 
-- a number (``100 -> 1000``, ``1.2 -> 1.3``, ``two -> 3``; ``1,000`` = ``1000`` = ``one thousand``
-  is not attempted beyond single number words),
+- a number (``100 -> 1000``, ``1.2 -> 1.3``, ``two -> 3``; ``1,000`` is ``1000`` and ``two`` is
+  ``2``, but ``one hundred`` is not read as ``100``),
 - a date or time (month, weekday, yesterday/today/tomorrow, ``2024-03-01``, ``9:30``, ``2pm``),
 - an identifier (a code token, path, URL, handle, version, ticket, host: ``q1 -> q2``),
 - a name (a capitalised word inside a sentence, an acronym),
@@ -31,7 +31,7 @@ from difflib import SequenceMatcher
 __all__ = ["Difference", "contradiction", "describe", "differences"]
 
 # The kinds a difference can have, most specific first (a changed span holding a number and a
-# word is a number change).
+# word is a number change); besides these, "passage" (a differing part too long to align).
 KINDS = ("polarity", "number", "date", "identifier", "name", "word")
 # The part where two texts differ is aligned when it is at most this many words (alignment is
 # quadratic at worst); a longer one is one difference, so a text never merges on what was not read.
@@ -41,8 +41,8 @@ MAX_TOKENS = 1000
 CONTEXT = 8
 
 NEGATIONS = frozenset("not no never none nobody nothing nowhere neither nor without".split())
-# Words whose presence or replacement never makes a different fact: articles, auxiliaries,
-# pronoun-free function words and conversational filler.
+# Words whose presence or replacement never makes a different fact: articles, auxiliaries, common
+# prepositions and conjunctions, conversational filler. Not pronouns: "she" for "he" is another fact.
 _STOP = frozenset(
     """a an the 's is are was were be been being am do does did has have had having will would
     shall of to in on at for with by from as into onto about than and or but so then that which
