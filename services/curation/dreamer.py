@@ -224,8 +224,8 @@ class Dreamer:
     async def _near_duplicates(
         self, conn: asyncpg.Connection, scope: str, rows: list[asyncpg.Record]
     ) -> list[Draft]:
-        """Near-duplicates (stored embeddings at least HM_DEDUPE_THRESHOLD apart, the save's first
-        dedupe gate) that say the same of the same entity and attribute but for one value or a
+        """Near-duplicates (their stored embeddings' cosine reaches HM_DEDUPE_THRESHOLD, the save's
+        first dedupe gate) that say the same of the same entity and attribute but for one value or a
         negation (differences.contradiction): the newest such memory suggested to supersede each
         older one. Different facts about different things ("service 1 talks to q1", "service 2
         talks to q2") differ in more than one place and are left alone. One matrix product over
