@@ -11,7 +11,7 @@ import grpc
 from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import IsoTime, Request, field
-from gateway.shaping import caller, hit_json, memory_json, to_proto, version_json
+from gateway.shaping import caller, hit_json, memory_json, save_json, to_proto, version_json
 from hypermnesia.errors import HypermnesiaError
 from hypermnesia.scopes import PROJECT_PREFIX
 from hypermnesia.v1 import curation_pb2, retrieval_pb2
@@ -131,14 +131,13 @@ def _save_request(session: Session, request: SaveMemory) -> curation_pb2.SaveReq
 
 
 async def save(backends: Backends, session: Session, request: SaveMemory) -> dict[str, Any]:
-    """Store a memory. Updates a near-duplicate instead of inserting (created: false, with the
-    previous version as `replaced`). content is the fact; description a one-line summary used for
-    ranking and listing; scope defaults to this session's project."""
-    response = await backends.call(backends.curation.Save, _save_request(session, request))
-    out: dict[str, Any] = {"created": response.created, "memory": memory_json(response.memory)}
-    if response.HasField("replaced"):
-        out["replaced"] = memory_json(response.replaced)
-    return out
+    """Store a memory. A restatement of a near-duplicate updates it instead of inserting (created:
+    false, with the previous version as `replaced`); a near-duplicate that differs in a number,
+    date, identifier, name or negation is a different fact: the save is new and names it under
+    `similar` (id, content, differences such as "100 -> 1000") so you can supersede it. content is
+    the fact; description a one-line summary used for ranking and listing; scope defaults to this
+    session's project."""
+    return save_json(await backends.call(backends.curation.Save, _save_request(session, request)))
 
 
 class SearchMemories(Request):

@@ -128,6 +128,19 @@ def memory_json(m: common_pb2.Memory) -> dict[str, Any]:
     return out
 
 
+def save_json(response: curation_pb2.SaveResponse) -> dict[str, Any]:
+    """Seed 001's save answer, `{created, memory}` or `{created: false, memory, replaced}`, plus
+    `similar` when a near-duplicate states a different fact (only then, so the drop-in shape holds)."""
+    out: dict[str, Any] = {"created": response.created, "memory": memory_json(response.memory)}
+    if response.HasField("replaced"):
+        out["replaced"] = memory_json(response.replaced)
+    if response.similar:
+        out["similar"] = [
+            {"id": s.id, "content": s.content, "differences": list(s.differences)} for s in response.similar
+        ]
+    return out
+
+
 def hit_json(h: retrieval_pb2.SearchHit, degraded: list[str]) -> dict[str, Any]:
     """A search hit: the memory, its scores, and what was missing from the answer when something was."""
     out = {

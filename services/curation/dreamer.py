@@ -6,7 +6,8 @@ before is asked of it (the evidence key does not depend on the wording, so a re-
 tokens on what it would not propose). A failed LLM call keeps the extractive wording and says so.
 
 Steps: revisions or retirements of stale conclusions; contradictions between live memories (same
-entity and attribute, different value) with a suggested supersede; distilled facts from clusters
+entity and attribute, different value: stated as "<entity>'s <attribute> is <value>", or two
+near-duplicates one value or a negation apart) with a suggested supersede; distilled facts from clusters
 of episodes (entity overlap + embedding similarity); project summaries; procedural patterns.
 """
 
@@ -24,6 +25,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from services.curation import consolidation_repo, graph_repo, metrics, proposals_repo, repo
+from services.curation.differences import contradiction
 from services.curation.embedding import cosine
 from services.curation.llm import MODE_EXTRACTIVE, MODE_LLM, LlmClient
 from services.curation.proposals import Draft
@@ -103,12 +105,15 @@ class Dreamer:
         similarity: float,
         similarity_alone: float,
         min_age_days: float,
+        near_duplicate: float,
     ) -> None:
         self.pool = pool
         self.llm = llm
         self.similarity = similarity
         self.similarity_alone = similarity_alone
         self.min_age_days = min_age_days
+        # The dedupe gate's first threshold (HM_DEDUPE_THRESHOLD): what counts as a near-duplicate.
+        self.near_duplicate = near_duplicate
 
     # ---- steps ---------------------------------------------------------------------------
 
@@ -175,23 +180,24 @@ class Dreamer:
         over every pair)."""
         vectors = _arrays(await repo.embeddings_for(conn, ids))
         ents = await consolidation_repo.entity_sets(conn, ids)
-        have = [i for i in ids if i in vectors]
-        if len(have) < 2:
-            return vectors, ents, []
-        matrix = np.stack([vectors[i] for i in have])
-        matrix = matrix / (np.linalg.norm(matrix, axis=1, keepdims=True) + 1e-12)
-        sims = matrix @ matrix.T
-        floor = min(self.similarity, self.similarity_alone)
         pairs = []
-        for x, y in np.argwhere(np.triu(sims >= floor, 1)):
-            a, b = have[int(x)], have[int(y)]
-            sim = float(sims[x, y])
+        for a, b, sim in _pairs_above(vectors, ids, min(self.similarity, self.similarity_alone)):
             if sim >= self.similarity_alone or (ents.get(a, set()) & ents.get(b, set())):
                 pairs.append((a, b))
         return vectors, ents, pairs
 
     async def contradictions(self, conn: asyncpg.Connection, scope: str) -> list[Draft]:
         rows = await consolidation_repo.live_memories(conn, scope, None, None, None)
+        drafts = self._stated_values(scope, rows)
+        known = {d.evidence_key for d in drafts}
+        for draft in await self._near_duplicates(conn, scope, rows):
+            if draft.evidence_key not in known:
+                drafts.append(draft)
+        return drafts
+
+    def _stated_values(self, scope: str, rows: list[asyncpg.Record]) -> list[Draft]:
+        """Memories stating "<entity>'s <attribute> is <value>" with different values: the newest
+        suggested to supersede each older one."""
         said: dict[tuple[str, str], list[tuple[asyncpg.Record, str]]] = {}
         for row in rows:
             for entity, attr, value in attribute_claims(row["content"]):
@@ -200,26 +206,50 @@ class Dreamer:
         for (entity, attr), claims in said.items():
             if len({value for _, value in claims}) < 2:
                 continue
-            newest, newest_value = max(claims, key=lambda c: (c[0]["created_at"], str(c[0]["id"])))
+            newest, newest_value = max(claims, key=lambda c: _age_key(c[0]))
             for older, value in claims:
                 if older["id"] == newest["id"] or value == newest_value:
                     continue
                 drafts.append(
-                    Draft(
-                        scope=scope,
-                        kind="contradiction",
-                        content=newest["content"],
-                        description=newest["description"],
-                        rationale=(
-                            f"{older['id']} says {entity}'s {attr} is {value!r}; {newest['id']} (newer) says "
-                            f"{newest_value!r}; suggest that {newest['id']} supersedes {older['id']}"
-                        ),
-                        evidence=(older["id"], newest["id"]),
-                        supersedes=older["id"],
-                        mode=MODE_EXTRACTIVE,
+                    _supersede(
+                        scope,
+                        older,
+                        newest,
+                        f"{older['id']} says {entity}'s {attr} is {value!r}; {newest['id']} (newer) says "
+                        f"{newest_value!r}",
                     )
                 )
         return drafts
+
+    async def _near_duplicates(
+        self, conn: asyncpg.Connection, scope: str, rows: list[asyncpg.Record]
+    ) -> list[Draft]:
+        """Near-duplicates (their stored embeddings' cosine reaches HM_DEDUPE_THRESHOLD, the save's
+        first dedupe gate) that say the same of the same entity and attribute but for one value or a
+        negation (differences.contradiction): the newest such memory suggested to supersede each
+        older one. Different facts about different things ("service 1 talks to q1", "service 2
+        talks to q2") differ in more than one place and are left alone. One matrix product over
+        the run's bounded rows (consolidation_repo.MAX_ROWS), not a Python loop over every pair."""
+        by_id = {r["id"]: r for r in rows}
+        vectors = _arrays(await repo.embeddings_for(conn, list(by_id)))
+        newest: dict[uuid.UUID, tuple[asyncpg.Record, str]] = {}
+        for a, b, _sim in _pairs_above(vectors, list(by_id), self.near_duplicate):
+            older, newer = sorted((by_id[a], by_id[b]), key=_age_key)
+            change = contradiction(older["content"], newer["content"])
+            if change is None:
+                continue
+            current = newest.get(older["id"])
+            if current is None or _age_key(newer) > _age_key(current[0]):
+                newest[older["id"]] = (newer, str(change))
+        return [
+            _supersede(
+                scope,
+                by_id[older_id],
+                newer,
+                f"{newer['id']} (newer) says what {older_id} says but for {change}",
+            )
+            for older_id, (newer, change) in newest.items()
+        ]
 
     async def facts(self, conn: asyncpg.Connection, scope: str) -> list[Draft]:
         """Clusters of episodes (shared entity + similar, or very similar) of at least two."""
@@ -358,6 +388,41 @@ _TASKS = {
         "Restate the conclusion so it follows from the current premises only."
     ),
 }
+
+
+def _age_key(row: asyncpg.Record) -> tuple[datetime, str]:
+    """Older first; the id breaks a tie of creation times."""
+    return row["created_at"], str(row["id"])
+
+
+def _supersede(scope: str, older: asyncpg.Record, newer: asyncpg.Record, why: str) -> Draft:
+    """A contradiction proposal: `newer` supersedes `older` (keyed by the pair, so never twice)."""
+    return Draft(
+        scope=scope,
+        kind="contradiction",
+        content=newer["content"],
+        description=newer["description"],
+        rationale=f"{why}; suggest that {newer['id']} supersedes {older['id']}",
+        evidence=(older["id"], newer["id"]),
+        supersedes=older["id"],
+        mode=MODE_EXTRACTIVE,
+    )
+
+
+def _pairs_above(
+    vectors: dict[uuid.UUID, np.ndarray], ids: list[uuid.UUID], floor: float
+) -> list[tuple[uuid.UUID, uuid.UUID, float]]:
+    """The pairs of `ids` (those with a vector) whose cosine reaches `floor`, with it: one matrix
+    product."""
+    have = [i for i in ids if i in vectors]
+    if len(have) < 2:
+        return []
+    matrix = np.stack([vectors[i] for i in have])
+    matrix = matrix / (np.linalg.norm(matrix, axis=1, keepdims=True) + 1e-12)
+    sims = matrix @ matrix.T
+    return [
+        (have[int(x)], have[int(y)], float(sims[x, y])) for x, y in np.argwhere(np.triu(sims >= floor, 1))
+    ]
 
 
 def _clusters(ids: list[uuid.UUID], pairs: list[tuple[uuid.UUID, uuid.UUID]]) -> list[set[uuid.UUID]]:

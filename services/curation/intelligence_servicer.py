@@ -40,6 +40,7 @@ class Intelligence:
             similarity=settings.consolidation_similarity,
             similarity_alone=settings.consolidation_similarity_alone,
             min_age_days=settings.consolidation_min_age_days,
+            near_duplicate=settings.dedupe_threshold,
         )
         return cls(
             graph=Graph(pool),

@@ -86,6 +86,12 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
         response = curation_pb2.SaveResponse(created=result.created, memory=memory_from_row(result.memory))
         if result.replaced is not None:
             response.replaced.CopyFrom(memory_from_row(result.replaced))
+        response.similar.extend(
+            curation_pb2.SimilarMemory(
+                id=str(s.memory["id"]), content=s.memory["content"], differences=list(s.differences)
+            )
+            for s in result.similar
+        )
         await self._committed(context)
         return response
 

@@ -1,8 +1,9 @@
-"""Saving, updating, superseding and deleting memories: validation, embedding, two-gated dedupe
+"""Saving, updating, superseding and deleting memories: validation, embedding, dedupe (dedupe.py)
 and the raw-log record, in one transaction per write so a memory and its record never disagree."""
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from dataclasses import dataclass, field, replace
@@ -19,7 +20,8 @@ from hypermnesia.kinds import DECAY_CLASS_FOR_KIND, DEFAULT_KIND
 from hypermnesia.memory_rows import is_live
 from hypermnesia.scopes import permits, require
 from services.curation import entities, memory_fields, payloads, rawlog, repo
-from services.curation.embedding import BatchEmbedder, cosine, embedding_text
+from services.curation.dedupe import DedupeGate, Similar, Verdict
+from services.curation.embedding import BatchEmbedder, embedding_text
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,8 @@ class SaveResult:
     created: bool
     memory: asyncpg.Record
     replaced: asyncpg.Record | None
+    # Live near-duplicates that state a different fact (not replaced; the caller may supersede).
+    similar: tuple[Similar, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -115,6 +119,9 @@ class MemoryWriter:
         self.embed_timeout_s = embed_timeout_s
         self.dedupe_threshold = dedupe_threshold
         self.dedupe_content_threshold = dedupe_content_threshold
+        self.dedupe = DedupeGate(
+            pool, self.embeddings, threshold=dedupe_threshold, content_threshold=dedupe_content_threshold
+        )
 
     def validate(self, item: SaveInput) -> SaveInput:
         validation.check_content(item.content)
@@ -131,27 +138,10 @@ class MemoryWriter:
         require(item.grants, [item.scope])
         return item
 
-    async def _is_same_fact(self, item: SaveInput, old: asyncpg.Record, similarity: float) -> bool:
-        """Second dedupe gate: the contents themselves must agree, so two different facts with a
-        similar description insert side by side instead of one clobbering the other. Neither
-        having a description, the two embedded texts are the contents: `similarity` is already
-        their cosine, and nothing is embedded again."""
-        if item.content.strip() == old["content"].strip():
-            return True
-        if not item.description and not old["description"]:
-            return similarity >= self.dedupe_content_threshold
-        vectors = await self.embeddings.many([item.content, old["content"]])
-        return cosine(vectors[0], vectors[1]) >= self.dedupe_content_threshold
-
-    async def _find_duplicate(self, item: SaveInput, kind: str, vector: np.ndarray) -> asyncpg.Record | None:
+    async def _dedupe(self, item: SaveInput, kind: str, vector: np.ndarray) -> Verdict:
         if kind == "core" or item.supersedes:  # pinned memories and corrections are never merged
-            return None
-        async with self.pool.acquire() as conn:
-            nearest = await repo.nearest_active(conn, item.scope, vector)
-        if nearest and nearest[1] >= self.dedupe_threshold and nearest[0]["kind"] == kind:
-            if await self._is_same_fact(item, nearest[0], nearest[1]):
-                return nearest[0]
-        return None
+            return Verdict(None)
+        return await self.dedupe.check(item.scope, kind, item.description, item.content, vector)
 
     async def _superseded(self, item: SaveInput) -> asyncpg.Record:
         """The memory a correction replaces, as it is now (every curated column)."""
@@ -170,7 +160,8 @@ class MemoryWriter:
         kind = item.kind or DEFAULT_KIND
         target = validation.parse_id(item.supersedes) if item.supersedes else None
         vector = await self.embeddings.one(embedding_text(item.description, item.content))
-        duplicate = await self._find_duplicate(item, kind, vector)
+        verdict = await self._dedupe(item, kind, vector)
+        duplicate = verdict.duplicate
         now = datetime.now(UTC)
         text_fields: dict[str, Any] = {
             "type": item.type or "note",
@@ -185,7 +176,13 @@ class MemoryWriter:
             if duplicate is not None:
                 old = await repo.lock_memory(conn, duplicate["id"])
                 if old is not None and is_live(old, now):
-                    changes = {**text_fields, "updated_at": now}
+                    # A restatement adds to what the memory carried; it never drops a tag or a key.
+                    changes = {
+                        **text_fields,
+                        "tags": list(dict.fromkeys([*old["tags"], *item.tags])),
+                        "metadata": {**_metadata(old["metadata"]), **item.metadata},
+                        "updated_at": now,
+                    }
                     if item.importance is not None:
                         changes["importance"] = item.importance
                     await repo.update_memory(conn, old["id"], changes, vector)
@@ -201,7 +198,7 @@ class MemoryWriter:
                     await entities.link(conn, old["id"], item.scope, item.description, item.content, now)
                     row = await repo.fetch_memory(conn, old["id"])
                     assert row is not None
-                    return SaveResult(created=False, memory=row, replaced=old)
+                    return SaveResult(created=False, memory=row, replaced=old, similar=verdict.similar)
             fields = new_memory(
                 memory_id=uuid.uuid4(),
                 scope=item.scope,
@@ -231,7 +228,7 @@ class MemoryWriter:
             await entities.link(conn, fields["id"], item.scope, item.description, item.content, now)
             row = await repo.fetch_memory(conn, fields["id"])
             assert row is not None
-            return SaveResult(created=True, memory=row, replaced=None)
+            return SaveResult(created=True, memory=row, replaced=None, similar=verdict.similar)
 
     async def _close_for_supersede(
         self,
@@ -399,3 +396,8 @@ def _check_writable(row: asyncpg.Record | None, memory_id: str, grants: tuple[st
         )
     if row["archived_at"] is not None:
         raise FailedPrecondition(f"{memory_id} is archived; restore it first (memory_restore)")
+
+
+def _metadata(value: Any) -> dict[str, Any]:
+    """A row's metadata as a dict (the column reads back as JSON text)."""
+    return dict(json.loads(value) if isinstance(value, str) else (value or {}))

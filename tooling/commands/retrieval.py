@@ -9,6 +9,8 @@ from pathlib import Path
 # The single legs first: the bar every fusion is read against (docs/EVAL.md).
 FUSIONS = ("dense", "bm25", "weighted", "boost", "rrf", "adaptive")
 DATASETS = ("locomo", "locomo-proactive", "scifact", "scifact-train", "wordnet")
+# Not a retrieval set: the dedupe gate's labelled pairs (tooling/evaluation/dedupe_pairs.py).
+DEDUPE = "dedupe"
 
 
 def _default_data_dir() -> Path:
@@ -20,6 +22,9 @@ def cmd_eval(args: argparse.Namespace) -> None:
     from tooling.console import configure_logging, load_settings, run_async
     from tooling.evaluation.run import depth_for, evaluate, format_bar, format_table
 
+    if args.dataset == DEDUPE:
+        cmd_eval_dedupe(args)
+        return
     settings = load_settings(CommonSettings)
     configure_logging("WARNING")
     fusions = list(FUSIONS) if args.fusion == "all" else [args.fusion]
@@ -47,9 +52,30 @@ def cmd_eval(args: argparse.Namespace) -> None:
             print(bar)
 
 
+def cmd_eval_dedupe(args: argparse.Namespace) -> None:
+    from hypermnesia.settings import CurationSettings
+    from tooling.console import configure_logging, load_settings, run_async
+    from tooling.evaluation.dedupe_run import evaluate, format_report
+
+    settings = load_settings(CurationSettings)
+    configure_logging("WARNING")
+    outcomes = run_async(
+        lambda: evaluate(Path(args.data_dir), settings.database_url, concurrency=min(args.concurrency, 4))
+    )
+    if outcomes is None:
+        raise SystemExit(1)
+    print(f"dedupe gate: {len(outcomes)} labelled pairs (HM_DEDUPE_THRESHOLD {settings.dedupe_threshold:g},")
+    print(f"HM_DEDUPE_CONTENT_THRESHOLD {settings.dedupe_content_threshold:g})")
+    print(format_report(outcomes, settings))
+
+
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
-    ev = sub.add_parser("eval", help="retrieval quality on a dev set through the real service path")
-    ev.add_argument("--dataset", choices=DATASETS, required=True)
+    ev = sub.add_parser(
+        "eval",
+        help="retrieval quality on a dev set through the real service path (or, with --dataset dedupe, "
+        "the dedupe gate on its labelled pairs)",
+    )
+    ev.add_argument("--dataset", choices=(*DATASETS, DEDUPE), required=True)
     ev.add_argument("--fusion", choices=(*FUSIONS, "all"), default="all")
     ev.add_argument(
         "--data-dir",
