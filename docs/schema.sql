@@ -1059,6 +1059,12 @@ CREATE INDEX memories_scope_idx ON public.memories USING btree (scope) WHERE ((a
 CREATE INDEX memories_stale_idx ON public.memories USING btree (scope) WHERE (stale_at IS NOT NULL);
 
 --
+-- Name: memories_superseded_by_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX memories_superseded_by_idx ON public.memories USING btree (superseded_by) WHERE (superseded_by IS NOT NULL);
+
+--
 -- Name: memories_tags_idx; Type: INDEX; Schema: public; Owner: -
 --
 
