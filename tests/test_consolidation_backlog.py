@@ -132,6 +132,14 @@ async def test_since_and_until_bound_what_a_run_reads_and_an_edit_reopens(stack:
         reopened = await _consolidate(stack, "weekly", scope)
         assert reopened["read"] == 1, reopened
 
+        # A consolidated memory is deleted by its owner's request (as the row-secure service role):
+        # its marks go with it.
+        marked = "SELECT count(*) FROM consolidation_covered WHERE memory_id = $1::uuid"
+        assert await stack.pool.fetchval(marked, ids[-1]) == 1
+        deleted = await http.delete(f"/memories/{ids[-1]}")
+        assert deleted.status_code == 200, deleted.text
+        assert await stack.pool.fetchval(marked, ids[-1]) == 0
+
     # Bad bounds are refused with what to do, and nothing runs.
     code, out, err = await cli(stack, "consolidate", "--job", "weekly", "--scope", scope, "--since", "May")
     assert code == 2 and out == "" and "is not an ISO 8601 date or time such as 2023-05-01" in err, err
