@@ -22,6 +22,7 @@ from services.curation.consolidation import Consolidator, Report
 from services.curation.dreamer import Dreamer, _cliques, _share_telling_entity
 from tests.conftest import Stack
 from tests.test_intelligence_interfaces import cli, cli_json
+from tooling.bench import consolidation as bench
 from tooling.evaluation import datasets
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -241,3 +242,13 @@ def test_groups_are_cliques_not_chains_and_common_entities_do_not_link() -> None
     assert share[0, 1] and share.sum() == 4  # (0,1), (1,0) and the diagonal
     few = ids[:3]
     assert _share_telling_entity(few, {i: {1} for i in few}).all()  # three alike share their entity
+
+
+async def test_the_consolidation_bench_runs_on_one_conversation(pg_server_url: str) -> None:
+    (result,) = await bench.run(DATA, 1, pg_server_url)
+    assert (result["turns"], result["weekly_read"], result["monthly_read"]) == (419, 419, 419), result
+    assert result["facts"] >= 1 and result["group_sizes"]["min"] >= 2
+    assert (result["second_run_read"], result["second_run_proposals"]) == (0, 0)
+    # Members of a group are more alike than two turns drawn at random.
+    assert result["cosine_in_group"] > result["cosine_at_random"]
+    assert "| 1 | 419 | 419 |" in bench.format_table([result])
