@@ -407,6 +407,17 @@ CREATE TABLE public.components (
 );
 
 --
+-- Name: consolidation_covered; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.consolidation_covered (
+    memory_id uuid NOT NULL,
+    step text NOT NULL,
+    seen_updated_at timestamp with time zone NOT NULL,
+    covered_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
 -- Name: constraints; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -801,6 +812,13 @@ ALTER TABLE ONLY public.component_relationships
 
 ALTER TABLE ONLY public.components
     ADD CONSTRAINT components_pkey PRIMARY KEY (repo, slug);
+
+--
+-- Name: consolidation_covered consolidation_covered_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.consolidation_covered
+    ADD CONSTRAINT consolidation_covered_pkey PRIMARY KEY (memory_id, step);
 
 --
 -- Name: constraints constraints_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1218,6 +1236,13 @@ ALTER TABLE ONLY public.components
 
 ALTER TABLE ONLY public.components
     ADD CONSTRAINT components_repo_parent_slug_fkey FOREIGN KEY (repo, parent_slug) REFERENCES public.components(repo, slug) DEFERRABLE INITIALLY DEFERRED;
+
+--
+-- Name: consolidation_covered consolidation_covered_memory_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.consolidation_covered
+    ADD CONSTRAINT consolidation_covered_memory_id_fkey FOREIGN KEY (memory_id) REFERENCES public.memories(id) ON DELETE CASCADE;
 
 --
 -- Name: constraints constraints_repo_component_slug_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

@@ -312,4 +312,6 @@ def consolidate_report_json(r: intelligence_pb2.ConsolidateReport) -> dict[str, 
         "pending": r.pending,
         "duration_ms": round(r.duration_ms, 1),
         "notes": list(r.notes),
+        "coverage": r.coverage or None,
+        "read": r.read,
     }

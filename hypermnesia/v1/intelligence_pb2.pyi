@@ -169,17 +169,21 @@ class DecideProposalResponse(_message.Message):
     def __init__(self, proposal: _Optional[_Union[Proposal, _Mapping]] = ..., memory_id: _Optional[str] = ...) -> None: ...
 
 class ConsolidateRequest(_message.Message):
-    __slots__ = ("caller", "job", "scope")
+    __slots__ = ("caller", "job", "scope", "since", "until")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_FIELD_NUMBER: _ClassVar[int]
     caller: _common_pb2.Caller
     job: str
     scope: str
-    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., job: _Optional[str] = ..., scope: _Optional[str] = ...) -> None: ...
+    since: _timestamp_pb2.Timestamp
+    until: _timestamp_pb2.Timestamp
+    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., job: _Optional[str] = ..., scope: _Optional[str] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ConsolidateReport(_message.Message):
-    __slots__ = ("job", "scope", "skipped", "skipped_reason", "mode", "promoted", "expired", "marked_stale", "proposals_made", "pending", "duration_ms", "notes", "made_by_kind")
+    __slots__ = ("job", "scope", "skipped", "skipped_reason", "mode", "promoted", "expired", "marked_stale", "proposals_made", "pending", "duration_ms", "notes", "made_by_kind", "coverage", "read")
     class MadeByKindEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -200,6 +204,8 @@ class ConsolidateReport(_message.Message):
     DURATION_MS_FIELD_NUMBER: _ClassVar[int]
     NOTES_FIELD_NUMBER: _ClassVar[int]
     MADE_BY_KIND_FIELD_NUMBER: _ClassVar[int]
+    COVERAGE_FIELD_NUMBER: _ClassVar[int]
+    READ_FIELD_NUMBER: _ClassVar[int]
     job: str
     scope: str
     skipped: bool
@@ -213,7 +219,9 @@ class ConsolidateReport(_message.Message):
     duration_ms: float
     notes: _containers.RepeatedScalarFieldContainer[str]
     made_by_kind: _containers.ScalarMap[str, int]
-    def __init__(self, job: _Optional[str] = ..., scope: _Optional[str] = ..., skipped: _Optional[bool] = ..., skipped_reason: _Optional[str] = ..., mode: _Optional[str] = ..., promoted: _Optional[int] = ..., expired: _Optional[int] = ..., marked_stale: _Optional[int] = ..., proposals_made: _Optional[int] = ..., pending: _Optional[int] = ..., duration_ms: _Optional[float] = ..., notes: _Optional[_Iterable[str]] = ..., made_by_kind: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    coverage: str
+    read: int
+    def __init__(self, job: _Optional[str] = ..., scope: _Optional[str] = ..., skipped: _Optional[bool] = ..., skipped_reason: _Optional[str] = ..., mode: _Optional[str] = ..., promoted: _Optional[int] = ..., expired: _Optional[int] = ..., marked_stale: _Optional[int] = ..., proposals_made: _Optional[int] = ..., pending: _Optional[int] = ..., duration_ms: _Optional[float] = ..., notes: _Optional[_Iterable[str]] = ..., made_by_kind: _Optional[_Mapping[str, int]] = ..., coverage: _Optional[str] = ..., read: _Optional[int] = ...) -> None: ...
 
 class ConsolidateResponse(_message.Message):
     __slots__ = ("reports",)

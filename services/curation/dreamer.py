@@ -17,7 +17,7 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -33,6 +33,10 @@ from services.curation.proposals import Draft
 MAX_CHAIN_WALK = 100
 MAX_SUMMARY_ITEMS = 12
 MAX_CLUSTER = 20
+# An entity named by more than max(COMMON_MIN, COMMON_SHARE of the memories read) does not link
+# two of them (_share_telling_entity). Chosen on LoCoMo conversation 1 (docs/PERFORMANCE.md).
+COMMON_SHARE = 0.1
+COMMON_MIN = 10
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 # `<entity>'s <attribute> is <value>` and `<entity> <attribute>: <value>` (one per sentence/line).
@@ -104,14 +108,12 @@ class Dreamer:
         *,
         similarity: float,
         similarity_alone: float,
-        min_age_days: float,
         near_duplicate: float,
     ) -> None:
         self.pool = pool
         self.llm = llm
         self.similarity = similarity
         self.similarity_alone = similarity_alone
-        self.min_age_days = min_age_days
         # The dedupe gate's first threshold (HM_DEDUPE_THRESHOLD): what counts as a near-duplicate.
         self.near_duplicate = near_duplicate
 
@@ -172,19 +174,25 @@ class Dreamer:
             out[row["id"]] = row
         return list(out.values())
 
-    async def _linker(
+    async def _groups(
         self, conn: asyncpg.Connection, ids: list[uuid.UUID]
-    ) -> tuple[dict[uuid.UUID, np.ndarray], dict[uuid.UUID, set[int]], list[tuple[uuid.UUID, uuid.UUID]]]:
-        """Vectors, entity sets, and the pairs that belong together: two memories that share an
-        entity and are similar, or are very similar alone (one matrix product, not a Python loop
-        over every pair)."""
+    ) -> tuple[dict[uuid.UUID, np.ndarray], dict[uuid.UUID, set[int]], list[list[uuid.UUID]]]:
+        """Vectors, entity sets, and the groups of memories that say the same thing: every two
+        members share a telling entity and are similar, or are very similar alone (one matrix
+        product and a few per-entity blocks, not a Python loop over every pair)."""
         vectors = _arrays(await repo.embeddings_for(conn, ids))
         ents = await consolidation_repo.entity_sets(conn, ids)
-        pairs = []
-        for a, b, sim in _pairs_above(vectors, ids, min(self.similarity, self.similarity_alone)):
-            if sim >= self.similarity_alone or (ents.get(a, set()) & ents.get(b, set())):
-                pairs.append((a, b))
-        return vectors, ents, pairs
+        have = [i for i in ids if i in vectors]
+        if len(have) < 2:
+            return vectors, ents, []
+        matrix = np.stack([vectors[i] for i in have])
+        matrix = matrix / (np.linalg.norm(matrix, axis=1, keepdims=True) + 1e-12)
+        sims = matrix @ matrix.T
+        linked = (sims >= self.similarity_alone) | (
+            (sims >= self.similarity) & _share_telling_entity(have, ents)
+        )
+        np.fill_diagonal(linked, False)
+        return vectors, ents, [[have[i] for i in g] for g in _cliques(sims, linked, MAX_CLUSTER)]
 
     async def contradictions(self, conn: asyncpg.Connection, scope: str) -> list[Draft]:
         rows = await consolidation_repo.live_memories(conn, scope, None, None, None)
@@ -251,19 +259,17 @@ class Dreamer:
             for older_id, (newer, change) in newest.items()
         ]
 
-    async def facts(self, conn: asyncpg.Connection, scope: str) -> list[Draft]:
-        """Clusters of episodes (shared entity + similar, or very similar) of at least two."""
-        now = datetime.now(UTC)
-        rows = await consolidation_repo.live_memories(
-            conn, scope, ["episodic"], now - timedelta(days=30), now - timedelta(days=self.min_age_days)
-        )
+    async def facts(
+        self, conn: asyncpg.Connection, scope: str, rows: Sequence[asyncpg.Record]
+    ) -> list[Draft]:
+        """Groups of at least two episodes (of `rows`, what the run read) that say the same thing."""
         if len(rows) < 2:
             return []
-        ids = [r["id"] for r in rows]
-        vectors, ents, pairs = await self._linker(conn, ids)
+        by_id = {r["id"]: r for r in rows}
+        vectors, ents, groups = await self._groups(conn, list(by_id))
         drafts = []
-        for cluster in _clusters(ids, pairs):
-            members = [r for r in rows if r["id"] in cluster][:MAX_CLUSTER]
+        for group in groups:
+            members = [by_id[i] for i in group]
             medoid = _medoid(members, vectors)
             common = set.intersection(*(ents.get(m["id"], set()) for m in members))
             names = await consolidation_repo.entity_names(conn, sorted(common))
@@ -281,11 +287,9 @@ class Dreamer:
             )
         return drafts
 
-    async def summary(self, conn: asyncpg.Connection, scope: str) -> list[Draft]:
-        now = datetime.now(UTC)
-        rows = await consolidation_repo.live_memories(
-            conn, scope, ["semantic"], now - timedelta(days=30), None
-        )
+    def summary(self, scope: str, rows: Sequence[asyncpg.Record], period: str) -> list[Draft]:
+        """A project summary of the newest MAX_SUMMARY_ITEMS of `rows` (semantic memories of one
+        period, oldest first); `period` completes "What <scope> established ..."."""
         rows = rows[-MAX_SUMMARY_ITEMS:]
         if len(rows) < 2:
             return []
@@ -294,27 +298,25 @@ class Dreamer:
             Draft(
                 scope=scope,
                 kind="summary",
-                content=f"What {scope} established in the last 30 days ({len(rows)} facts):\n{lines}",
+                content=f"What {scope} established {period} ({len(rows)} facts):\n{lines}",
                 description=f"Summary of {scope}, {rows[0]['created_at']:%Y-%m-%d} to {rows[-1]['created_at']:%Y-%m-%d}",
-                rationale=f"the {len(rows)} most recent semantic memories of {scope} in the last 30 days",
+                rationale=f"the {len(rows)} most recent semantic memories of {scope} {period}",
                 evidence=tuple(r["id"] for r in rows),
                 mode=MODE_EXTRACTIVE,
             )
         ]
 
-    async def procedures(self, conn: asyncpg.Connection, scope: str) -> list[Draft]:
-        rows = [
-            r
-            for r in await consolidation_repo.live_memories(conn, scope, None, None, None)
-            if looks_procedural(r["content"]) and r["kind"] != "procedural"
-        ]
-        if len(rows) < 2:
+    async def procedures(
+        self, conn: asyncpg.Connection, scope: str, rows: Sequence[asyncpg.Record]
+    ) -> list[Draft]:
+        """Groups of at least two memories (of `rows`) describing the same multi-step workflow."""
+        by_id = {r["id"]: r for r in rows if looks_procedural(r["content"]) and r["kind"] != "procedural"}
+        if len(by_id) < 2:
             return []
-        ids = [r["id"] for r in rows]
-        vectors, _ents, pairs = await self._linker(conn, ids)
+        vectors, _ents, groups = await self._groups(conn, list(by_id))
         drafts = []
-        for cluster in _clusters(ids, pairs):
-            members = [r for r in rows if r["id"] in cluster][:MAX_CLUSTER]
+        for group in groups:
+            members = [by_id[i] for i in group]
             medoid = _medoid(members, vectors)
             drafts.append(
                 Draft(
@@ -425,24 +427,52 @@ def _pairs_above(
     ]
 
 
-def _clusters(ids: list[uuid.UUID], pairs: list[tuple[uuid.UUID, uuid.UUID]]) -> list[set[uuid.UUID]]:
-    """Connected components of size >= 2 (union-find over the linked pairs)."""
-    parent = {i: i for i in ids}
+def _share_telling_entity(ids: list[uuid.UUID], ents: dict[uuid.UUID, set[int]]) -> np.ndarray:
+    """Which pairs of `ids` share an entity that tells them apart: one named by at most
+    max(COMMON_MIN, COMMON_SHARE of them). An entity in most of them says nothing about which
+    belong together (in a long conversation, the speakers' names are in nearly every turn)."""
+    n = len(ids)
+    holders: dict[int, list[int]] = {}
+    for i, memory_id in enumerate(ids):
+        for entity in ents.get(memory_id, ()):
+            holders.setdefault(entity, []).append(i)
+    limit = max(COMMON_MIN, COMMON_SHARE * n)
+    share = np.zeros((n, n), dtype=bool)
+    for members in holders.values():
+        if 1 < len(members) <= limit:
+            share[np.ix_(members, members)] = True
+    return share
 
-    def find(i: uuid.UUID) -> uuid.UUID:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
 
-    for a, b in pairs:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[ra] = rb
-    groups: dict[uuid.UUID, set[uuid.UUID]] = {}
-    for i in ids:
-        groups.setdefault(find(i), set()).add(i)
-    return [g for g in groups.values() if len(g) >= 2]
+def _cliques(sims: np.ndarray, linked: np.ndarray, cap: int) -> list[list[int]]:
+    """Groups (indices) of at least two in which every member is linked to every other, at most
+    `cap` each, grown greedily from the most similar linked pair down (ties: the earlier rows).
+    Not connected components: over hundreds of turns, chains of single links join nearly
+    everything into one group."""
+    xs, ys = np.nonzero(np.triu(linked, 1))
+    group_of: dict[int, int] = {}
+    groups: dict[int, list[int]] = {}
+    for k in np.argsort(-sims[xs, ys], kind="stable"):
+        x, y = int(xs[k]), int(ys[k])
+        gx, gy = group_of.get(x), group_of.get(y)
+        if gx is None and gy is None:
+            groups[x] = [x, y]
+            group_of[x] = group_of[y] = x
+        elif gx is None or gy is None:
+            g, new = (gx, y) if gx is not None else (gy, x)
+            assert g is not None
+            if len(groups[g]) < cap and linked[new, groups[g]].all():
+                groups[g].append(new)
+                group_of[new] = g
+        elif (
+            gx != gy
+            and len(groups[gx]) + len(groups[gy]) <= cap
+            and linked[np.ix_(groups[gx], groups[gy])].all()
+        ):
+            for member in groups.pop(gy):
+                groups[gx].append(member)
+                group_of[member] = gx
+    return [sorted(g) for g in groups.values()]
 
 
 def _medoid(members: list[asyncpg.Record], vectors: dict[uuid.UUID, Any]) -> asyncpg.Record:
