@@ -49,6 +49,7 @@ class Intelligence:
                 pool,
                 dreamer,
                 promote_importance=settings.consolidation_promote_importance,
+                min_age_days=settings.consolidation_min_age_days,
             ),
             dialectic=Dialectic(pool, settings.retrieval_address, llm),
         )
