@@ -47,7 +47,12 @@ class Intelligence:
             consolidator=Consolidator(
                 pool, dreamer, promote_importance=settings.consolidation_promote_importance
             ),
-            dialectic=Dialectic(pool, settings.retrieval_address, llm),
+            dialectic=Dialectic(
+                pool,
+                settings.retrieval_address,
+                llm,
+                min_similarity=settings.dialectic_min_similarity if settings.dialectic_abstain else None,
+            ),
         )
 
     async def close(self) -> None:
