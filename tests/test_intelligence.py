@@ -329,6 +329,12 @@ async def test_llm_is_not_asked_below_the_floor_and_its_not_in_memory_is_an_abst
             assert reply.abstained == (
                 'the LLM answered "not in memory": the memories shown (1) do not answer the question'
             )
+            fake.script.append(Scripted({"claims": []}))
+            reply = await ask(intel, question, scope)
+            assert (
+                list(reply.claims) == []
+                and reply.abstained == "the LLM made no claim from the memories shown (1)"
+            )
             # And when it answers, its cited claim stands.
             fake.script.append(
                 Scripted({"claims": [{"text": "The team eats pizza on Fridays.", "citations": [pizza]}]})

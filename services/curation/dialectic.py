@@ -197,12 +197,14 @@ class Dialectic:
             if answer.value is not None:
                 mode = MODE_LLM
                 claims = [Claim(c.text, tuple(c.citations)) for c in answer.value.claims]
-                if answer.value.not_in_memory or not claims:
-                    claims = []
+                if answer.value.not_in_memory:
+                    claims = []  # a claim beside "not in memory" is not an answer the model stands by
                     abstained = (
                         f'the LLM answered "{NOT_IN_MEMORY}": the memories shown ({len(evidence)}) do '
                         "not answer the question"
                     )
+                elif not claims:
+                    abstained = f"the LLM made no claim from the memories shown ({len(evidence)})"
             else:
                 metrics.LLM_FALLBACKS.labels("dialectic").inc()
                 notes.append(answer.note)
