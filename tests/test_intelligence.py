@@ -13,6 +13,7 @@ from typing import Any
 import grpc
 import pytest
 
+from hypermnesia.settings import RetrievalSettings
 from hypermnesia.v1 import (
     common_pb2,
     curation_pb2,
@@ -21,7 +22,9 @@ from hypermnesia.v1 import (
     retrieval_pb2,
     retrieval_pb2_grpc,
 )
+from services.retrieval.server import running as retrieval_running
 from tests.conftest import Stack
+from tests.tcp_proxy import TcpProxy
 from tests.test_graph import (
     ALICE,
     BOB,
@@ -123,6 +126,36 @@ async def test_ask_abstains_when_nothing_retrieved_answers_the_question(stack: S
     async with replica(stack, tmp_path, dialectic_abstain=False) as address, stubs(address) as (_cur, intel):
         reply = await ask(intel, FRANCE, scope)
         assert reply.claims and reply.abstained == ""
+
+
+async def test_a_lexical_only_search_is_judged_by_shared_words_alone(stack: Stack, tmp_path: Path) -> None:
+    """With the embedder unreachable, search runs lexical-only and has no similarity: the floor
+    would abstain on everything, so the Dialectic judges by shared words alone and says so."""
+    scope = new_scope()
+    proxy = TcpProxy(stack.embedder_address)
+    await proxy.start()
+    settings = RetrievalSettings(
+        database_url=stack.database_url, embedder_address=proxy.address, retrieval_port=0, data_dir=tmp_path
+    )
+    try:
+        async with (
+            retrieval_running(settings) as (_server, port, _searcher),
+            replica(stack, tmp_path, retrieval_address=f"127.0.0.1:{port}") as address,
+            stubs(address) as (cur, intel),
+        ):
+            pizza = await save(cur, scope, PIZZA)
+            await proxy.stop()  # retrieval's embedder is gone from here on
+            # Not every word of it is stored ("shop"), so the hit is no lexical match: without a
+            # similarity, the floor alone would abstain.
+            lunch = await ask(intel, "Which pizza does the shop order for lunch?", scope)
+            assert (
+                "search degraded (embedder_unavailable): the relevance floor was not applied" in lunch.notes
+            )
+            assert lunch.abstained == "" and [list(c.citations) for c in lunch.claims] == [[pizza]]
+            france = await ask(intel, FRANCE, scope)
+            assert list(france.claims) == [] and france.abstained == "nothing in memory matched the question"
+    finally:
+        await proxy.stop()
 
 
 async def stubs_search(stack: Stack, scope: str, query: str) -> dict[str, float]:

@@ -159,9 +159,14 @@ class Dialectic:
         require(grants, scopes)
         k = k or DEFAULT_K
         validation.check_limit(k, MAX_K, "k")
-        hits, abstained = answering(
-            question, await self._search(principal, grants, question, scopes, k), self.min_similarity
-        )
+        notes: list[str] = []
+        found, degraded = await self._search(principal, grants, question, scopes, k)
+        floor = self.min_similarity
+        if degraded and floor is not None:
+            # A lexical-only search has no similarity to judge; its hits share the question's words.
+            floor = 0.0
+            notes.append(f"search degraded ({', '.join(degraded)}): the relevance floor was not applied")
+        hits, abstained = answering(question, found, floor)
         hit_ids = [uuid.UUID(h.memory.id) for h in hits]
         async with self.pool.acquire() as conn:
             derived = await graph_repo.derived_ids(conn, hit_ids)
@@ -181,7 +186,6 @@ class Dialectic:
                     if row["id"] not in hops:
                         hops[row["id"]] = up.hops[row["id"]]
                         evidence.append(row)
-        notes: list[str] = []
         mode = MODE_EXTRACTIVE
         claims: list[Claim] | None = None
         if self.llm is None:
@@ -238,7 +242,8 @@ class Dialectic:
 
     async def _search(
         self, principal: str, grants: Sequence[str], question: str, scopes: list[str], k: int
-    ) -> list[retrieval_pb2.SearchHit]:
+    ) -> tuple[list[retrieval_pb2.SearchHit], list[str]]:
+        """The hits, and what the search was missing (e.g. `embedder_unavailable`: lexical-only)."""
         request = retrieval_pb2.SearchRequest(
             caller=common_pb2.Caller(principal=principal, grants=list(grants)),
             query=question,
@@ -254,7 +259,7 @@ class Dialectic:
                 f"the retrieval service at {self.retrieval_address} did not answer ({exc.code().name}); "
                 "the Dialectic needs it for evidence (HM_RETRIEVAL_ADDRESS)"
             ) from exc
-        return list(response.hits)
+        return list(response.hits), list(response.degraded)
 
     async def validate(
         self, grants: Sequence[str], claims: Sequence[Claim], shown: set[str]
