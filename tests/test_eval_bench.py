@@ -51,7 +51,8 @@ async def test_abstention_eval_on_one_conversation(
     pg_server_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One LoCoMo conversation asked SciFact's claims (off-topic) and its own single-hop questions,
-    through curation's Ask, with abstention off and at the default floor."""
+    through curation's Ask, with abstention off and at the default floor, one at a time (so both
+    settings see the same rankings)."""
     # A lexical-only search has no similarity to judge: on a loaded machine the 300 ms default
     # deadline would make the floor abstain for the embedder's sake (the eval reports such searches).
     monkeypatch.setenv("HM_EMBED_TIMEOUT_MS", "10000")

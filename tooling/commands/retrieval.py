@@ -32,7 +32,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
             fusions,
             Path(args.data_dir),
             settings.database_url,
-            concurrency=args.concurrency,
+            concurrency=args.concurrency or 8,
             max_corpora=args.corpora,
         )
     )
@@ -76,7 +76,7 @@ def _eval_ask(args: argparse.Namespace, database_url: str | None) -> None:
             [OFF, *floors],
             Path(args.data_dir),
             database_url,
-            concurrency=args.concurrency,
+            concurrency=args.concurrency or 1,
             max_corpora=args.corpora,
         )
     )
@@ -110,7 +110,12 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
         help="folder holding locomo/ and scifact/ (default: ../shared/data; wordnet is read from"
         " Debian's wordnet-base)",
     )
-    ev.add_argument("--concurrency", type=int, default=8)
+    ev.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="questions in flight (default 8; with --ask 1, so every setting sees the same rankings)",
+    )
     ev.add_argument(
         "--corpora", type=int, default=None, help="only the first N stores (LoCoMo conversations)"
     )

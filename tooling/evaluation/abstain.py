@@ -13,6 +13,11 @@ Per store, two question sets:
 The floor is chosen on LoCoMo's first CALIBRATION_STORES conversations; the other conversations
 and SciFact are held out.
 
+Questions are asked one at a time by default: adaptive fusion learns from every search of a scope,
+so with several in flight the order they land in, which is chance, changes rankings (a LoCoMo
+conversation's answerable count moved by up to 4 of 70 between runs at 8 at a time). One at a time,
+every setting sees the same order and the same rankings, and differs only in the Dialectic.
+
     hypermnesia eval --dataset locomo --ask [--floors 0.2,0.25,0.3]
     hypermnesia eval --dataset scifact --ask
 """
@@ -125,7 +130,7 @@ async def evaluate_abstention(
     settings: Sequence[str],
     data_dir: Path,
     database_url: str | None,
-    concurrency: int = 8,
+    concurrency: int = 1,
     max_corpora: int | None = None,
 ) -> list[SettingResult]:
     """For each setting ("off", or a floor such as "0.3"), the off-topic questions answered with a
