@@ -13,7 +13,7 @@ from gateway.backends import Backends
 from gateway.fields import IsoTime, Request, field
 from gateway.shaping import caller, hit_json, memory_json, save_json, to_proto, version_json
 from hypermnesia.errors import HypermnesiaError
-from hypermnesia.scopes import PROJECT_PREFIX
+from hypermnesia.scopes import permits
 from hypermnesia.v1 import curation_pb2, retrieval_pb2
 from hypermnesia.validation import (
     IMPORTANCE_RANGE,
@@ -333,7 +333,8 @@ class GetContext(Request):
     )
     path: str = field("A file you are about to edit, relative to the repository root: adds its rules.", "")
     repo: str | None = field(
-        "The repository whose map and rules apply; defaults to this session's project.", None
+        "The repository whose map and rules apply; defaults to this session's project ('' for none).",
+        None,
     )
     mode: str = field("answer, manager or auto (manager without a query, else answer).", "auto")
     thread_id: str = field(
@@ -354,9 +355,10 @@ async def assemble_context(backends: Backends, session: Session, request: GetCon
     facts and map, the rules for `path` (a file you are about to edit), relevant memories and
     documents, and recent work — each layer within a token budget, citing memory ids."""
     repo = request.repo
-    if repo is None and request.path:
-        # The session's project is the natural repo of a path being edited.
-        repo = session.project_scope.removeprefix(PROJECT_PREFIX)
+    if repo is None and permits(session.grants, session.project_scope):
+        # The session's project, so its map (tier 0) and a path's rules (tier 1) come without
+        # naming it; not where projects need a grant this token lacks (the map is the project's).
+        repo = session.project_repo
     message = to_proto(
         retrieval_pb2.ContextRequest(),
         request,
