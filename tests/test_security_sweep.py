@@ -754,8 +754,11 @@ def _field_bodies(text: str) -> list[tuple[str, str, Any, str]]:
 
 
 def _stored(field_name: str, sent: Any, memory: dict[str, Any]) -> bool:
+    # A save that merges into a restatement adds its tags and keys to the memory's own.
     if field_name == "metadata":
         return all(memory["metadata"].get(k) == v for k, v in sent.items())
+    if field_name == "tags":
+        return all(tag in memory["tags"] for tag in sent)
     return memory[field_name] == sent
 
 
