@@ -127,7 +127,9 @@ def _save_request(session: Session, request: SaveMemory) -> curation_pb2.SaveReq
         curation_pb2.SaveRequest(),
         request,
         caller=caller(session),
-        scope=request.scope or session.project_scope,
+        # Only an omitted scope means the session's project: an empty one is sent as given, for
+        # curation to refuse ("scope is empty"), not quietly saved somewhere the caller did not name.
+        scope=session.project_scope if request.scope is None else request.scope,
     )
 
 
