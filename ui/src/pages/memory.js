@@ -23,7 +23,7 @@ export async function memoryPage(root, { arg }) {
       h('article', { class: 'memory', dataset: { id: memory.id, archived: memory.archived_at ? '1' : '0' } },
         h('p', { class: 'content big' }, memory.content),
         h('dl', { class: 'meta-grid' }, metadata(memory).map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]))),
-      actions(root, memory, render, note),
+      changePanel(root, memory, render, note),
       section('Lineage', 'The supersede chain through this memory, oldest first.', lineage, (data) => {
         const chain = data.lineage || [];
         return chain.length > 1
@@ -65,7 +65,7 @@ function parseTags(text) {
 
 // Edit (PATCH /memories/{id}), archive or restore, and delete after a confirmation. Each action
 // shows its result or the API's error in the status line; a change re-reads the page.
-function actions(root, memory, render, note) {
+function changePanel(root, memory, render, note) {
   const path = `/memories/${encodeURIComponent(memory.id)}`;
   const status = h('div', { class: 'action-status', 'aria-live': 'polite' }, note);
   const content = h('textarea', { name: 'content', rows: 4, required: true }, memory.content);
