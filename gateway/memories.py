@@ -47,6 +47,7 @@ __all__ = [
     "SearchMemories",
     "SupersedeMemory",
     "UpdateMemory",
+    "archive",
     "assemble_context",
     "decide_task",
     "delete",
@@ -126,7 +127,9 @@ def _save_request(session: Session, request: SaveMemory) -> curation_pb2.SaveReq
         curation_pb2.SaveRequest(),
         request,
         caller=caller(session),
-        scope=request.scope or session.project_scope,
+        # Only an omitted scope means the session's project: an empty one is sent as given, for
+        # curation to refuse ("scope is empty"), not quietly saved somewhere the caller did not name.
+        scope=session.project_scope if request.scope is None else request.scope,
     )
 
 
@@ -246,6 +249,14 @@ async def delete(backends: Backends, session: Session, request: MemoryRef) -> di
         # Deleting what is not there answers, it does not fail; a retried delete is safe.
         return {"deleted": False}
     return {"deleted": True}
+
+
+async def archive(backends: Backends, session: Session, request: MemoryRef) -> dict[str, Any]:
+    """Archive (forget) one memory by id: soft, like memory_forget's sweep, it leaves search, get
+    and list (list's include_archived shows it) and restore brings it back. Unlike the sweep it
+    spares no core or important memory: it is the one you named."""
+    message = curation_pb2.MemoryRequest(caller=caller(session), id=request.memory_id)
+    return {"archived": True, "memory": memory_json(await backends.call(backends.curation.Archive, message))}
 
 
 async def restore(backends: Backends, session: Session, request: MemoryRef) -> dict[str, Any]:

@@ -313,6 +313,7 @@ ROUTES: dict[str, Cases] = {
     ),
     "DELETE /memories/{memory_id}": lambda v: _per_id("DELETE", "/memories/{id}", v, *MEMORY_IDS),
     "POST /memories/{memory_id}/restore": lambda v: _per_id("POST", "/memories/{id}/restore", v, *MEMORY_IDS),
+    "POST /memories/{memory_id}/archive": lambda v: _per_id("POST", "/memories/{id}/archive", v, *MEMORY_IDS),
     "POST /memories/{memory_id}/supersede": lambda v: (
         _per_id("POST", "/memories/{id}/supersede", v, *MEMORY_IDS, body={"content": "the intruder corrects"})
         + _per_id("POST", "/memories/{id}/supersede", v, "fact", body={"content": "x", "scope": "user:bob"})
