@@ -81,7 +81,8 @@ def _inline_code(text: str) -> list[str]:
 def _sections(text: str, level: str) -> dict[str, str]:
     """Heading text -> the body up to the next heading of this level or above."""
     out: dict[str, str] = {}
-    heading, body = None, []  # type: ignore[var-annotated]
+    heading: str | None = None
+    body: list[str] = []
     depth = len(level)
     for line in _strip_fences(text).splitlines() + ["#" * depth + " end"]:
         match = re.match(r"(#+) (.*)", line)
@@ -140,7 +141,7 @@ class Command:
     @property
     def positionals(self) -> set[str]:
         return {
-            (a.metavar or a.dest).upper()
+            (a.metavar if isinstance(a.metavar, str) else a.dest).upper()
             for a in self.parser._actions
             if not a.option_strings
             and not isinstance(a, argparse._SubParsersAction)
@@ -209,8 +210,12 @@ def _command_lines(path: Path) -> list[str]:
 def test_cli_doc_has_a_section_for_every_command_and_only_those() -> None:
     documented = {h for h in _sections(CLI_DOC.read_text(), "###") if h.startswith("hypermnesia")}
     leaves = {" ".join(("hypermnesia", *leaf.path)) for leaf in _leaves(TREE)}
-    assert leaves - documented == set(), f"commands without a section in docs/CLI.md: {sorted(leaves - documented)}"
-    assert documented - leaves == set(), f"sections of docs/CLI.md for no command: {sorted(documented - leaves)}"
+    assert leaves - documented == set(), (
+        f"commands without a section in docs/CLI.md: {sorted(leaves - documented)}"
+    )
+    assert documented - leaves == set(), (
+        f"sections of docs/CLI.md for no command: {sorted(documented - leaves)}"
+    )
 
 
 @pytest.mark.parametrize("leaf", list(_leaves(TREE)), ids=lambda c: " ".join(c.path))
@@ -221,9 +226,7 @@ def test_cli_doc_lists_each_option_of_the_command(leaf: Command) -> None:
     assert not missing, f"`hypermnesia {' '.join(leaf.path)}`: options not in docs/CLI.md: {missing}"
     args = sorted(p for p in leaf.positionals if f"`{p}`" not in section and p not in code)
     assert not args, f"`hypermnesia {' '.join(leaf.path)}`: arguments not in docs/CLI.md: {args}"
-    listed = {
-        m for row in _table_rows(section) for m in re.findall(r"`(--[a-z0-9-]+)`", row[0]) if row
-    }
+    listed = {m for row in _table_rows(section) for m in re.findall(r"`(--[a-z0-9-]+)`", row[0]) if row}
     assert listed <= leaf.options, (
         f"docs/CLI.md lists options `hypermnesia {' '.join(leaf.path)}` does not take: {sorted(listed - leaf.options)}"
     )
@@ -321,7 +324,9 @@ async def test_tools_doc_lists_every_tool() -> None:
         if (match := re.fullmatch(r"`([a-z_]+)(?:\(.*\))?`", row[0]))
     }
     assert listed - documented == set(), f"tools not in docs/TOOLS.md: {sorted(listed - documented)}"
-    assert documented - listed == set(), f"docs/TOOLS.md lists tools that do not exist: {sorted(documented - listed)}"
+    assert documented - listed == set(), (
+        f"docs/TOOLS.md lists tools that do not exist: {sorted(documented - listed)}"
+    )
 
 
 # --- settings -----------------------------------------------------------------------------------
@@ -455,7 +460,13 @@ def _defines(path: Path, name: str) -> bool:
     for node in body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == member:
             return True
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, ast.AnnAssign)
+            else []
+        )
         if any(isinstance(t, ast.Name) and t.id == member for t in targets):
             return True
     return False
@@ -490,7 +501,9 @@ def test_the_architecture_check_can_fail() -> None:
 
 # --- files, links and the README ----------------------------------------------------------------
 
-REPO_PATH = re.compile(r"(?:gateway|services|hypermnesia|tooling|tests|deploy|docs|scripts|protos|ui)/[\w./-]*")
+REPO_PATH = re.compile(
+    r"(?:gateway|services|hypermnesia|tooling|tests|deploy|docs|scripts|protos|ui)/[\w./-]*"
+)
 
 
 def test_every_repository_file_named_in_the_docs_exists() -> None:
@@ -526,5 +539,11 @@ def test_readme_reads_in_five_minutes() -> None:
 
 def test_readme_leads_to_the_reference() -> None:
     links = set(re.findall(r"\]\((docs/[A-Z_]+\.md)", README.read_text()))
-    reference = {"docs/CLI.md", "docs/REST.md", "docs/SETTINGS.md", "docs/MAP_FORMAT.md", "docs/DEPLOYMENT.md"}
+    reference = {
+        "docs/CLI.md",
+        "docs/REST.md",
+        "docs/SETTINGS.md",
+        "docs/MAP_FORMAT.md",
+        "docs/DEPLOYMENT.md",
+    }
     assert reference <= links, f"README.md does not link {sorted(reference - links)}"
