@@ -39,7 +39,12 @@ SETTINGS_DOC = DOCS / "SETTINGS.md"
 ARCHITECTURE_DOC = DOCS / "ARCHITECTURE.md"
 TOOLS_DOC = DOCS / "TOOLS.md"
 # Every page a user reads: what they mention must exist.
-PAGES = [README, *sorted(DOCS.glob("*.md")), ROOT / "deploy" / "README.md"]
+PAGES = [
+    README,
+    *sorted(DOCS.glob("*.md")),
+    ROOT / "deploy" / "README.md",
+    *sorted(ROOT.glob("services/*/README.md")),
+]
 PRODUCT_PACKAGES = ("gateway", "services", "hypermnesia", "tooling")
 README_MAX_WORDS = 1500
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
