@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 
-from hypermnesia.errors import HypermnesiaError
+from hypermnesia.errors import from_status
 from hypermnesia.grpc_client import open_channel
 from hypermnesia.grpc_server import SERVICE_ERROR_MARK
 from hypermnesia.read_after_write import commit_lsn
@@ -71,12 +72,11 @@ def _principal(request: Any) -> str:
     return request.caller.principal if "caller" in fields and request.HasField("caller") else ""
 
 
-class BackendError(HypermnesiaError):
-    """A service answered with a non-OK status; carries that status and its message."""
-
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+Request = TypeVar("Request", bound=Message)
+Response = TypeVar("Response", bound=Message)
+# A stub's method: the typed stubs (hypermnesia/v1/*_pb2_grpc.pyi) tie each one to its request and
+# response types, so `call(backends.curation.Save, request)` is checked like a direct call.
+Method = grpc.aio.UnaryUnaryMultiCallable[Request, Response]
 
 
 def _from_service(exc: grpc.aio.AioRpcError) -> bool:
@@ -114,12 +114,17 @@ class Backends:
             for value in vars(stub).values():
                 self._routes[id(value)] = (channel, service)
 
-    async def call(self, method: Any, request: Any, timeout_s: float | None = None) -> Any:
-        """Call a service method; a non-OK status becomes a BackendError with a caller-facing
-        message. `timeout_s` lengthens the deadline for calls that embed many texts."""
+    async def call(
+        self, method: Method[Request, Response], request: Request, timeout_s: float | None = None
+    ) -> Response:
+        """Call a service method; a non-OK status raises the error class of hypermnesia/errors.py
+        it stands for (NotFound, InvalidArgument, ...) with a caller-facing message. `timeout_s`
+        lengthens the deadline for calls that embed many texts."""
         return await self._rpc(method, request, max(self.timeout_s, timeout_s or 0.0))
 
-    async def _rpc(self, method: Any, request: Any, timeout: float, unreachable: str = "") -> Any:
+    async def _rpc(
+        self, method: Method[Request, Response], request: Request, timeout: float, unreachable: str = ""
+    ) -> Response:
         route = self._routes.get(id(method))
         if route is not None:
             channel, service = route
@@ -129,7 +134,7 @@ class Backends:
                 try:
                     await asyncio.wait_for(channel.channel_ready(), min(timeout, CONNECT_WAIT_S))
                 except TimeoutError:
-                    raise BackendError(
+                    raise from_status(
                         grpc.StatusCode.UNAVAILABLE,
                         unreachable
                         or f"the {service} service is unreachable; check that the stack is running "
@@ -137,7 +142,8 @@ class Backends:
                     ) from None
         principal = _principal(request)
         if principal and "min_lsn" in request.DESCRIPTOR.fields_by_name:
-            request.min_lsn = self.writes.min_lsn(principal)
+            # Every read request has the field (checked just above); Message's type does not say so.
+            request.min_lsn = self.writes.min_lsn(principal)  # type: ignore[attr-defined]
         try:
             # wait_for_ready rides out a service restart (reconnect) within the deadline.
             call = method(request, timeout=timeout, wait_for_ready=True)
@@ -161,11 +167,11 @@ class Backends:
                 message = "internal error in a hypermnesia service; see its log"
             else:
                 message = exc.details() or code.name
-            raise BackendError(code, message) from exc
+            raise from_status(code, message) from exc
 
     async def resolve_token(self, token_sha256: str) -> Principal | None:
         """Who a store token stands for (gateway.auth's resolver); None for an unknown or revoked
-        one. Raises BackendError (UNAVAILABLE, 503) when curation cannot be asked."""
+        one. Raises Unavailable (503) when curation cannot be asked."""
         answer = await self._rpc(
             self.tokens.Resolve,
             tokens_pb2.ResolveTokenRequest(token_sha256=token_sha256),

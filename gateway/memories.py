@@ -6,13 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import grpc
-
 from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import IsoTime, Request, field
 from gateway.shaping import caller, hit_json, memory_json, save_json, to_proto, version_json
-from hypermnesia.errors import HypermnesiaError
+from hypermnesia.errors import NotFound
 from hypermnesia.scopes import permits
 from hypermnesia.v1 import curation_pb2, retrieval_pb2
 from hypermnesia.validation import (
@@ -243,9 +241,7 @@ async def delete(backends: Backends, session: Session, request: MemoryRef) -> di
     message = curation_pb2.MemoryRequest(caller=caller(session), id=request.memory_id)
     try:
         await backends.call(backends.curation.Delete, message)
-    except HypermnesiaError as exc:
-        if exc.code != grpc.StatusCode.NOT_FOUND:
-            raise
+    except NotFound:
         # Deleting what is not there answers, it does not fail; a retried delete is safe.
         return {"deleted": False}
     return {"deleted": True}

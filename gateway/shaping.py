@@ -59,7 +59,7 @@ def to_proto(message: M, request: BaseModel, **values: Any) -> M:
         target = spec.message_type.full_name if spec.message_type is not None else ""
         if spec.message_type is not None and spec.message_type.GetOptions().map_entry:
             for item in value.values():
-                _check_int_range(spec.message_type.fields_by_name["value"], name, item)
+                _check_int_range(spec.message_type.fields_by_name["value"].cpp_type, name, item)
             getattr(message, name).clear()
             getattr(message, name).update(value)
         elif spec.is_repeated:
@@ -72,13 +72,13 @@ def to_proto(message: M, request: BaseModel, **values: Any) -> M:
         elif isinstance(value, Message):
             getattr(message, name).CopyFrom(value)
         else:
-            _check_int_range(spec, name, value)
+            _check_int_range(spec.cpp_type, name, value)
             setattr(message, name, value)
     return message
 
 
-def _check_int_range(spec: FieldDescriptor, name: str, value: Any) -> None:
-    bounds = _INT_RANGES.get(spec.cpp_type)
+def _check_int_range(cpp_type: int, name: str, value: Any) -> None:
+    bounds = _INT_RANGES.get(cpp_type)
     if bounds is None or not isinstance(value, int):
         return
     low, high = bounds

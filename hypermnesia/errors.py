@@ -46,5 +46,39 @@ class Unavailable(HypermnesiaError):
     code = grpc.StatusCode.UNAVAILABLE
 
 
+class DeadlineExceeded(HypermnesiaError):
+    code = grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+class ServiceError(HypermnesiaError):
+    """A status no class above names (INTERNAL, ABORTED, ...), as a service answered it."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+_BY_STATUS: dict[grpc.StatusCode, type[HypermnesiaError]] = {
+    cls.code: cls
+    for cls in (
+        InvalidArgument,
+        NotFound,
+        PermissionDenied,
+        FailedPrecondition,
+        AlreadyExists,
+        ResourceExhausted,
+        Unavailable,
+        DeadlineExceeded,
+    )
+}
+
+
+def from_status(code: grpc.StatusCode, message: str) -> HypermnesiaError:
+    """The error a gRPC status stands for, so that a caller of a service catches `NotFound`
+    rather than comparing status codes."""
+    error_class = _BY_STATUS.get(code)
+    return error_class(message) if error_class is not None else ServiceError(code, message)
+
+
 class StartupError(Exception):
     """A process cannot start; the message is the one sentence printed to the user."""

@@ -8,6 +8,7 @@ no rewriting. Run with the pinned grpcio-tools from the `dev` extra: `python scr
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from grpc_tools import protoc
@@ -18,7 +19,7 @@ PROTO_DIR = PROTO_ROOT / "hypermnesia" / "v1"
 
 
 def generate(out_root: Path) -> list[Path]:
-    """Generate _pb2, _pb2_grpc and .pyi files under out_root/hypermnesia/v1; return them."""
+    """Generate _pb2, _pb2_grpc and their .pyi files under out_root/hypermnesia/v1; return them."""
     import grpc_tools
 
     well_known = Path(grpc_tools.__file__).parent / "_proto"
@@ -31,6 +32,9 @@ def generate(out_root: Path) -> list[Path]:
         f"--python_out={out_root}",
         f"--pyi_out={out_root}",
         f"--grpc_python_out={out_root}",
+        # Typed asyncio stubs from mypy-protobuf (the `dev` extra), installed beside this Python.
+        f"--plugin=protoc-gen-mypy_grpc={Path(sys.executable).parent / 'protoc-gen-mypy_grpc'}",
+        f"--mypy_grpc_out=async_only:{out_root}",
         *[str(p.relative_to(PROTO_ROOT)) for p in protos],
     ]
     if protoc.main(args) != 0:

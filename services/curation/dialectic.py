@@ -133,7 +133,7 @@ class Dialectic:
         self.min_similarity = min_similarity
         self._channel: grpc.aio.Channel | None = None
 
-    def _stub(self) -> retrieval_pb2_grpc.RetrievalStub:
+    def _stub(self) -> retrieval_pb2_grpc.RetrievalAsyncStub:
         # Connected on first use: the local stack starts curation before retrieval.
         if self._channel is None:
             self._channel = open_channel(self.retrieval_address)

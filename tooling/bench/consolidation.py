@@ -53,7 +53,7 @@ def _ts(value: Any) -> timestamp_pb2.Timestamp:
     return stamp
 
 
-async def _import(stub: curation_pb2_grpc.CurationStub, docs: list[datasets.Doc], scope: str) -> None:
+async def _import(stub: curation_pb2_grpc.CurationAsyncStub, docs: list[datasets.Doc], scope: str) -> None:
     for start in range(0, len(docs), IMPORT_BATCH):
         records = [
             curation_pb2.RecordInput(
@@ -72,7 +72,7 @@ async def _import(stub: curation_pb2_grpc.CurationStub, docs: list[datasets.Doc]
 
 
 async def _consolidate(
-    stub: intelligence_pb2_grpc.IntelligenceStub, job: str, scope: str
+    stub: intelligence_pb2_grpc.IntelligenceAsyncStub, job: str, scope: str
 ) -> intelligence_pb2.ConsolidateReport:
     reply = await stub.Consolidate(
         intelligence_pb2.ConsolidateRequest(caller=CALLER, job=job, scope=scope), timeout=3600
@@ -104,8 +104,8 @@ async def _cohesion(pool: Any, scope: str, groups: list[list[str]]) -> tuple[flo
 
 
 async def _one_scope(
-    curation: curation_pb2_grpc.CurationStub,
-    intelligence: intelligence_pb2_grpc.IntelligenceStub,
+    curation: curation_pb2_grpc.CurationAsyncStub,
+    intelligence: intelligence_pb2_grpc.IntelligenceAsyncStub,
     pool: Any,
     name: str,
     docs: list[datasets.Doc],

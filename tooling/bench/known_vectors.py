@@ -22,7 +22,9 @@ __all__ = ["known_vectors_embedder"]
 
 
 class _KnownVectors(embedder_pb2_grpc.EmbedderServicer):
-    def __init__(self, vectors: Mapping[str, np.ndarray], upstream: embedder_pb2_grpc.EmbedderStub) -> None:
+    def __init__(
+        self, vectors: Mapping[str, np.ndarray], upstream: embedder_pb2_grpc.EmbedderAsyncStub
+    ) -> None:
         self.vectors = vectors
         self.upstream = upstream
         self.info: embedder_pb2.InfoResponse | None = None

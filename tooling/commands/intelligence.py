@@ -80,7 +80,7 @@ def _explain(exc: grpc.aio.AioRpcError, address: str, timeout_s: float, retry: s
 
 
 def _call(
-    rpc: Callable[[intelligence_pb2_grpc.IntelligenceStub, float], Awaitable[T]],
+    rpc: Callable[[intelligence_pb2_grpc.IntelligenceAsyncStub, float], Awaitable[T]],
     *,
     long: bool = False,
     retry: str = "run the command again",

@@ -96,7 +96,10 @@ def _degraded() -> int:
 
 
 async def _ask_all(
-    intel: intelligence_pb2_grpc.IntelligenceStub, all_stores: Sequence[Store], concurrency: int, desc: str
+    intel: intelligence_pb2_grpc.IntelligenceAsyncStub,
+    all_stores: Sequence[Store],
+    concurrency: int,
+    desc: str,
 ) -> dict[str, Tally]:
     limit = asyncio.Semaphore(concurrency)
     groups: dict[str, Tally] = {}

@@ -58,8 +58,8 @@ async def _embedding(pool: asyncpg.Pool, memory_id: str) -> np.ndarray:
 async def _judge(
     n: int,
     pair: Pair,
-    curation: curation_pb2_grpc.CurationStub,
-    intelligence: intelligence_pb2_grpc.IntelligenceStub,
+    curation: curation_pb2_grpc.CurationAsyncStub,
+    intelligence: intelligence_pb2_grpc.IntelligenceAsyncStub,
     pool: asyncpg.Pool,
 ) -> Outcome:
     scope = f"eval:dedupe-{n}"

@@ -80,7 +80,7 @@ def _ts(value: Any) -> timestamp_pb2.Timestamp | None:
 
 
 async def _import(
-    stub: curation_pb2_grpc.CurationStub, corpus: datasets.Corpus, scope: str, kind: str, progress: tqdm
+    stub: curation_pb2_grpc.CurationAsyncStub, corpus: datasets.Corpus, scope: str, kind: str, progress: tqdm
 ) -> dict[str, str]:
     """Import the corpus; returns memory id -> doc ref."""
     by_id: dict[str, str] = {}
@@ -108,7 +108,7 @@ async def _import(
 
 
 async def _search_all(
-    stub: retrieval_pb2_grpc.RetrievalStub,
+    stub: retrieval_pb2_grpc.RetrievalAsyncStub,
     corpus: datasets.Corpus,
     scope: str,
     fusion: str,
@@ -181,7 +181,7 @@ class Loaded:
     dataset: str
     corpora: list[datasets.Corpus]
     refs: list[dict[str, str]]
-    retrieval: retrieval_pb2_grpc.RetrievalStub
+    retrieval: retrieval_pb2_grpc.RetrievalAsyncStub
     searcher: Any
     stack: LocalStack
 
