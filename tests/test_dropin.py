@@ -455,27 +455,48 @@ async def test_official_sdk_client_reads_the_same_json(
 
 
 async def test_missing_token_names_the_header(dropin: Stack) -> None:
-    """Both clients refuse at connect; what each shows names the header to send."""
-    with pytest.raises(Exception) as fast:
-        async with FastClient(StreamableHttpTransport(dropin.mcp_url)) as client:
-            await client.list_tools()
-    assert AUTH_HEADER in str(fast.value), repr(fast.value)
+    """Seed 001's behaviour, on purpose (it used to refuse the connection): a session without a
+    valid token opens and lists the tools, and every tool call fails with a message naming the
+    header to send, in both clients; REST answers 401 with the same message."""
+    for headers, fragment in (
+        ({}, "missing bearer token"),
+        ({"Authorization": "Bearer wrong"}, "unknown bearer token"),
+    ):
+        async with FastClient(StreamableHttpTransport(dropin.mcp_url, headers=headers)) as client:
+            names = {t.name for t in await client.list_tools()}
+            assert set(SEED_001_TOOLS) <= names
+            for tool, arguments in (
+                ("memory_list", {"scope": "user:alice"}),
+                ("memory_save", {"content": "not stored", "description": "x"}),
+                ("memory_usage_guide", {}),
+            ):
+                with pytest.raises(ToolError) as refused:
+                    await client.call_tool(tool, arguments)
+                assert fragment in str(refused.value) and AUTH_HEADER in str(refused.value), tool
 
-    with pytest.raises(BaseException) as sdk:
-        async with httpx2.AsyncClient(timeout=30) as http:
-            async with Client(streamable_http_client(dropin.mcp_url, http_client=http)) as client:
-                await client.list_tools()
-    # The SDK raises from its task group: the refusal is inside the exception group.
-    shown = sdk.value
-    while isinstance(shown, BaseExceptionGroup):
-        shown = shown.exceptions[0]
-    assert AUTH_HEADER in str(shown), repr(sdk.value)
+        async with httpx2.AsyncClient(timeout=30, headers=headers) as http:
+            async with Client(streamable_http_client(dropin.mcp_url, http_client=http)) as sdk:
+                assert set(SEED_001_TOOLS) <= {t.name for t in (await sdk.list_tools()).tools}
+                result = await sdk.call_tool("memory_search", {"query": "standup"})
+                text = result.content[0].text
+                assert result.is_error and fragment in text and AUTH_HEADER in text, text
 
-    transport = StreamableHttpTransport(dropin.mcp_url, headers={"Authorization": "Bearer wrong"})
-    with pytest.raises(Exception) as wrong:
-        async with FastClient(transport) as client:
-            await client.list_tools()
-    assert AUTH_HEADER in str(wrong.value), repr(wrong.value)
+        async with httpx.AsyncClient(base_url=dropin.base_url, timeout=30) as http:
+            rest = await http.get("/memories", headers=headers)
+            assert rest.status_code == 401
+            assert fragment in rest.json()["error"]["message"] and AUTH_HEADER in rest.text
+
+    # Nothing was written by the refused save.
+    async with FastClient(
+        StreamableHttpTransport(dropin.mcp_url, headers=_headers("alice-token", None))
+    ) as client:
+        found = (
+            await client.call_tool(
+                "memory_search",
+                {"query": "not stored", "k": 100, "min_similarity": 0.0, "relative_cutoff": 0.0},
+            )
+        ).data
+        assert all(hit["content"] != "not stored" for hit in found)
 
 
 async def test_tool_contract_is_seed_001s(dropin: Stack) -> None:
