@@ -126,7 +126,8 @@ def _save_request(session: Session, request: SaveMemory) -> curation_pb2.SaveReq
         curation_pb2.SaveRequest(),
         request,
         caller=caller(session),
-        scope=request.scope or session.project_scope,
+        # An empty scope given is refused by curation ("scope is empty"), not taken for none.
+        scope=session.project_scope if request.scope is None else request.scope,
     )
 
 

@@ -294,8 +294,9 @@ class GatewaySettings(CommonSettings):
     auth_tokens: Annotated[dict[str, dict[str, Any]], NoDecode] = Field(default_factory=dict, repr=False)
     require_auth: bool = True
     default_project: str = "default"
-    # false (drop-in with existing clients): a session's own project scope is readable and writable for any valid token;
-    # true: the project scope needs a grant like any other, making projects a security boundary.
+    # false (drop-in with existing clients): a session's own project scope is readable and writable for
+    # any token of HM_AUTH_TOKENS; a store token (`hypermnesia token create`) needs a grant on it either
+    # way (gateway/auth.py). true: every token needs the grant, making projects a security boundary.
     project_requires_grant: bool = False
     # How long the gateway keeps curation's answer for a store token (`hypermnesia token create`),
     # found or not: a revoked token stops working within it. 0 asks curation on every request.
