@@ -571,7 +571,7 @@ CREATE TABLE public.memories (
     content text NOT NULL,
     tags text[] DEFAULT '{}'::text[] NOT NULL,
     metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
-    importance real DEFAULT 1.0 NOT NULL,
+    importance double precision DEFAULT 1.0 NOT NULL,
     decay_class text DEFAULT 'slow'::text NOT NULL,
     created_at timestamp with time zone NOT NULL,
     updated_at timestamp with time zone NOT NULL,

@@ -4,7 +4,6 @@ at /ui and the API's documentation at /docs (gateway.pages)."""
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,13 +16,12 @@ from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway import viz
 from gateway.auth import Authenticator
 from gateway.backends import Backends
 from gateway.errors import error_body, http_status
-from gateway.limits import Limits, RateLimiter
+from gateway.limits import MCP_PATH, Limits, RateLimiter
 from gateway.mcp_tools import build_mcp
 from gateway.pages import McpOnly, add_pages, no_such_path
 from gateway.rest import build_router
@@ -34,72 +32,6 @@ from hypermnesia.settings import GatewaySettings
 log = logging.getLogger(__name__)
 
 UI_DIR = Path(__file__).parent / "static" / "ui"
-
-
-class RequireToken:
-    """Rejects MCP requests without a valid bearer token before the MCP layer sees them.
-
-    The refusal is a JSON-RPC error in the body of the 401 (or 503 when the token cannot be checked),
-    answering the request's own id: the official SDK client (and fastmcp, built on it) shows a
-    JSON-RPC error body's message, but for a bare HTTP error only "Server returned an error
-    response", which never names the header to send. `error` also reads as REST's error object."""
-
-    def __init__(self, app: ASGIApp, auth: Authenticator) -> None:
-        self.app = app
-        self.auth = auth
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-            try:
-                await self.auth.principal(headers)
-            except HypermnesiaError as exc:
-                request_id = await _request_id(scope, receive)
-                body = {
-                    "jsonrpc": "2.0",
-                    "id": request_id,
-                    "error": {
-                        "code": MCP_AUTH_ERROR,
-                        "message": exc.message,
-                        "data": {"code": exc.code.name},
-                    },
-                }
-                response = JSONResponse(body, status_code=http_status(exc))
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
-MCP_PATH = "/mcp"
-# JSON-RPC's range for server-defined errors; MCP gives authentication no code of its own.
-MCP_AUTH_ERROR = -32001
-# A refused request's body is read only to answer with its id; a larger one is not parsed.
-MAX_REFUSED_BODY = 1 << 20
-
-
-async def _request_id(scope: Scope, receive: Receive) -> str | int | None:
-    """The id of the JSON-RPC request in a POST body, or None (a notification, a batch, a GET)."""
-    if scope.get("method") != "POST":
-        return None
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return None
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_REFUSED_BODY:
-            return None
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
-    try:
-        request = json.loads(b"".join(chunks))
-    except ValueError:
-        return None
-    request_id = request.get("id") if isinstance(request, dict) else None
-    return request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
 
 
 # What every check says when all is well (hypermnesia/status.py, which the gateway does not import:
@@ -225,7 +157,9 @@ def create_app(settings: GatewaySettings, backends: Backends | None = None) -> F
 
     app.mount("/ui", StaticFiles(directory=UI_DIR, html=True, check_dir=False), name="ui")
     add_pages(app)
-    app.mount("/", McpOnly(RequireToken(mcp_app, auth), MCP_PATH))
+    # No token check in front of MCP (seed 001's behaviour): a session opens and lists its tools
+    # without one, and every tool call fails with a message naming the header (gateway.mcp_tools).
+    app.mount("/", McpOnly(mcp_app, MCP_PATH))
     # Outside every route and the MCP endpoint: a refused request reaches no operation.
     app.add_middleware(
         Limits,

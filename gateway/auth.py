@@ -2,9 +2,13 @@
 
 The project scope of a session, found in three steps: the `X-Hypermnesia-Project` header,
 else the first workspace root the MCP client advertises, else `default` (with a warning logged
-once per process, since projects then share one pool). The session's project scope is readable and
-writable for any valid token; a token's grants add scopes. With HM_PROJECT_REQUIRES_GRANT=true the
-project scope needs a grant like any other (projects as a security boundary).
+once per process, since projects then share one pool).
+
+Which projects a token reaches depends on where it was made. A token of HM_AUTH_TOKENS keeps seed
+001's rule, so its users change nothing: the session's project scope is readable and writable for
+it, and its grants add scopes. A store token (`hypermnesia token create`) reaches only the projects
+it is granted (`project:*` for all): a header naming another project opens nothing to it. With
+HM_PROJECT_REQUIRES_GRANT=true every token needs the grant (projects as a security boundary).
 
 Tokens come from HM_AUTH_TOKENS first, then from the store (`hypermnesia token create`): the gateway
 holds no database connection, so it asks curation's Tokens.Resolve with the token's sha256 and
@@ -69,9 +73,14 @@ class Session:
     @property
     def grants(self) -> tuple[str, ...]:
         """What this session may touch: the token's grants plus its own project scope (unless
-        projects need a grant)."""
+        its project needs a grant: a store token's, or every token's under HM_PROJECT_REQUIRES_GRANT)."""
         grants = self.principal.grants
-        if self.project_needs_grant or permits(grants, self.project_scope):
+        if permits(grants, self.project_scope):
+            return grants
+        # The default scope is where sessions without a project land: a grant on every project
+        # (`project:*`, what the first-run token holds) covers it too.
+        every_project = self.project_source == "default" and permits(grants, PROJECT_PREFIX + "*")
+        if self.project_needs_grant and not every_project:
             return grants
         return (*grants, self.project_scope)
 
@@ -128,21 +137,26 @@ class Authenticator:
         )
 
     async def principal(self, headers: Mapping[str, str]) -> Principal:
+        return (await self._identify(headers))[0]
+
+    async def _identify(self, headers: Mapping[str, str]) -> tuple[Principal, bool]:
+        """The caller's principal, and whether its project scope needs a grant: true for a store
+        token (and for every token under HM_PROJECT_REQUIRES_GRANT)."""
         raw = headers.get("authorization", "")
         scheme, _, token = raw.partition(" ")
         token = token.strip()
         bearer = bool(token) and scheme.lower() == "bearer"
         if bearer and token in self.tokens:
-            return self.tokens[token]
+            return self.tokens[token], self.project_requires_grant
         if not self.require_auth:
-            return Principal(ANONYMOUS, ("*",))
+            return Principal(ANONYMOUS, ("*",)), self.project_requires_grant
         if not raw:
             raise Unauthenticated(f"missing bearer token; {AUTH_HINT}")
         if not bearer:
             raise Unauthenticated(f"the Authorization header is not a bearer token; {AUTH_HINT}")
         stored = await self._stored(token)
         if stored is not None:
-            return stored
+            return stored, True
         raise Unauthenticated(
             "unknown bearer token (or a revoked one); use a token listed in HM_AUTH_TOKENS or made by "
             f"`hypermnesia token create` ({AUTH_HINT})"
@@ -170,12 +184,12 @@ class Authenticator:
     async def session(self, headers: Mapping[str, str], root: str | None = None) -> Session:
         """The session of a request: its principal and project. `root` is the first workspace root
         the MCP client advertised (None over REST, or when the client has none)."""
-        principal = await self.principal(headers)
+        principal, needs_grant = await self._identify(headers)
         name = headers.get(PROJECT_HEADER, "").strip()
         if name:
-            return Session(principal, project_scope(name), "header", self.project_requires_grant)
+            return Session(principal, project_scope(name), "header", needs_grant)
         if root:
-            return Session(principal, project_scope_for_root(root), "roots", self.project_requires_grant)
+            return Session(principal, project_scope_for_root(root), "roots", needs_grant)
         if not self._warned_default:
             self._warned_default = True
             log.warning(
@@ -184,4 +198,4 @@ class Authenticator:
                 "to isolate them",
                 self.default_project,
             )
-        return Session(principal, self.default_project, "default", self.project_requires_grant)
+        return Session(principal, self.default_project, "default", needs_grant)

@@ -246,7 +246,7 @@ class Limits:
         )
         body = _error("PAYLOAD_TOO_LARGE", message)
         if mcp:
-            # Also a JSON-RPC error, which an MCP client shows (gateway.app.RequireToken).
+            # Also a JSON-RPC error, which an MCP client shows (for a bare HTTP error it shows no message).
             body = {
                 "jsonrpc": "2.0",
                 "id": None,

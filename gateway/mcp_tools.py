@@ -79,8 +79,13 @@ class ToolKit:
         middle of a call: the SDK asks it with an input_required round (answered in the client's
         retry) when the resolver returns ListRoots. On the handshake-era protocol the request is
         sent mid-call, once per MCP session."""
-        if self.headers_of(ctx).get(PROJECT_HEADER, "").strip():
+        headers = self.headers_of(ctx)
+        if headers.get(PROJECT_HEADER, "").strip():
             return None
+        try:
+            await self.auth.principal(headers)
+        except HypermnesiaError:
+            return None  # the call fails in session_of, naming the header: no roots round trip first
         capabilities = ctx.client_capabilities
         if capabilities is None or capabilities.roots is None:
             return None

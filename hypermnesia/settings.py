@@ -158,7 +158,11 @@ class RetrievalSettings(EmbedderClientSettings):
     replica_wait_ms: Annotated[float, Field(ge=0, le=10_000)] = 200.0
     # MiniLM scale: unrelated text ~0.0-0.1, related 0.2-0.5 (re-tune on a model swap).
     search_min_similarity: Fraction = 0.15
-    search_relative_cutoff: Fraction = 0.15
+    # The relative gate drops hits more than this below the best one's cosine. 0.55: the smallest
+    # cutoff with which no question of LoCoMo or SciFact loses a relevant hit from its top 10
+    # (seed 001's job for the gate; docs/EVAL.md, "The relative cutoff"): on MiniLM's wide scale a
+    # relevant hit can sit 0.5 below the best.
+    search_relative_cutoff: Fraction = 0.55
     hybrid_search: bool = True
     hybrid_lexical_boost: Fraction = 0.10
     hybrid_rank_decay_k: Annotated[float, Field(gt=0, le=1000)] = 5.0
@@ -300,8 +304,9 @@ class GatewaySettings(CommonSettings):
     auth_tokens: Annotated[dict[str, dict[str, Any]], NoDecode] = Field(default_factory=dict, repr=False)
     require_auth: bool = True
     default_project: str = "default"
-    # false (drop-in with existing clients): a session's own project scope is readable and writable for any valid token;
-    # true: the project scope needs a grant like any other, making projects a security boundary.
+    # false (drop-in with existing clients): a session's own project scope is readable and writable for
+    # any token of HM_AUTH_TOKENS; a store token (`hypermnesia token create`) needs a grant on it either
+    # way (gateway/auth.py). true: every token needs the grant, making projects a security boundary.
     project_requires_grant: bool = False
     # How long the gateway keeps curation's answer for a store token (`hypermnesia token create`),
     # found or not: a revoked token stops working within it. 0 asks curation on every request.

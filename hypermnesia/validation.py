@@ -123,6 +123,9 @@ def check_scope(scope: str) -> str:
 
 
 def check_tags(tags: list[str]) -> list[str]:
+    """The tags to store: each checked, a repeated one kept once (first place kept), so
+    ["a", "a"] is stored as ["a"] by every write path (save, update, supersede, records, import)."""
+    tags = list(dict.fromkeys(tags))
     if len(tags) > MAX_TAGS:
         raise InvalidArgument(f"{len(tags)} tags given; the limit is {MAX_TAGS}")
     for tag in tags:

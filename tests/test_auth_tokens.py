@@ -8,19 +8,21 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
+import httpx2
 import pytest
 from fastmcp import Client as FastClient
 from fastmcp.client.transports import StreamableHttpTransport
+from fastmcp.exceptions import ToolError as FastToolError
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.shared.exceptions import MCPError
+from mcp.client.streamable_http import streamable_http_client
 
 from gateway.app import create_app
 from hypermnesia.settings import GatewaySettings
@@ -73,25 +75,25 @@ def stdio_server(stack: Stack, token: str) -> StdioServerParameters:
     )
 
 
-async def fastmcp_refusal(url: str, token: str) -> str:
-    """What the fastmcp client raises when the gateway refuses its token."""
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    with pytest.raises(Exception) as caught:
-        async with FastClient(StreamableHttpTransport(url, headers=headers), timeout=30) as client:
-            await client.list_tools()
+async def fastmcp_refusal(url: str, headers: dict[str, str]) -> str:
+    """What the fastmcp client raises when a tool call is refused for its token: the session opens
+    and lists the tools (seed 001's behaviour), the call fails."""
+    async with FastClient(StreamableHttpTransport(url, headers=headers), timeout=30) as client:
+        assert await client.list_tools()
+        with pytest.raises(FastToolError) as caught:
+            await client.call_tool("memory_list", {})
     return str(caught.value)
 
 
-async def mcp_refusal(url: str, token: str) -> str:
-    """What the official SDK client raises when the gateway refuses its token."""
-    with pytest.raises(BaseException) as caught:
-        async with mcp_session(url, token, "tokens") as client:
-            await client.list_tools()
-    error: BaseException = caught.value
-    while isinstance(error, BaseExceptionGroup):
-        error = error.exceptions[0]
-    assert isinstance(error, MCPError), repr(error)
-    return str(error)
+async def mcp_refusal(url: str, headers: dict[str, str]) -> str:
+    """What the official SDK client shows when a tool call is refused for its token."""
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+        async with Client(streamable_http_client(url, http_client=http)) as client:
+            assert (await client.list_tools()).tools
+            result = await client.call_tool("memory_search", {"query": "anything"})
+    assert result.is_error, result
+    text: str = result.content[0].text
+    return text
 
 
 async def test_store_token_lifecycle(token_stack: Stack) -> None:
@@ -171,8 +173,11 @@ async def test_store_token_lifecycle(token_stack: Stack) -> None:
         assert "unknown bearer token" in message and HEADER in message
         still = await http.get(f"/memories/{memory['id']}", headers=bearer("alice-token"))
         assert still.status_code == 200, still.text
-    message = await mcp_refusal(stack.mcp_url, token)
-    assert "unknown bearer token" in message and HEADER in message
+    for message in (
+        await mcp_refusal(stack.mcp_url, bearer(token)),
+        await fastmcp_refusal(stack.mcp_url, bearer(token)),
+    ):
+        assert "unknown bearer token" in message and HEADER in message
 
     # stdio refuses the revoked token before its first call (in a thread: curation answers the
     # process's lookup from this test's event loop).
@@ -191,39 +196,27 @@ async def test_store_token_lifecycle(token_stack: Stack) -> None:
 
 
 @pytest.mark.parametrize(
-    ("headers", "sdk_token", "fragment"),
+    ("headers", "fragment"),
     [
-        ({}, "", "missing bearer token"),
-        ({"Authorization": "Bearer not-a-token"}, "not-a-token", "unknown bearer token"),
-        ({"Authorization": "Basic YWxpY2U6cHc="}, None, "not a bearer token"),
+        ({}, "missing bearer token"),
+        ({"Authorization": "Bearer not-a-token"}, "unknown bearer token"),
+        ({"Authorization": "Basic YWxpY2U6cHc="}, "not a bearer token"),
     ],
 )
-async def test_refusals_name_the_header(
-    token_stack: Stack, headers: dict[str, str], sdk_token: str | None, fragment: str
-) -> None:
-    """REST answers its error object; MCP answers a JSON-RPC error (with the request's id) in the
-    401's body, which is what the official SDK client shows its user."""
+async def test_refusals_name_the_header(token_stack: Stack, headers: dict[str, str], fragment: str) -> None:
+    """REST answers 401 with its error object; MCP opens the session and answers each tool call
+    with a tool error (seed 001's behaviour), and both say what to send."""
     async with httpx.AsyncClient(base_url=token_stack.base_url, timeout=60) as http:
         rest = await http.get("/memories", headers=headers)
         assert rest.status_code == 401
         error = rest.json()["error"]
         assert set(rest.json()) == {"error"} and error["code"] == "UNAUTHENTICATED"
         assert fragment in error["message"] and HEADER in error["message"]
-        mcp = await http.post(
-            "/mcp",
-            headers={**headers, "Accept": "application/json, text/event-stream"},
-            json={"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {}},
-        )
-        assert mcp.status_code == 401
-        body: dict[str, Any] = mcp.json()
-        assert body["jsonrpc"] == "2.0" and body["id"] == 7
-        assert fragment in body["error"]["message"] and HEADER in body["error"]["message"]
-    if sdk_token is not None:
-        for message in (
-            await mcp_refusal(token_stack.mcp_url, sdk_token),
-            await fastmcp_refusal(token_stack.mcp_url, sdk_token),
-        ):
-            assert fragment in message and HEADER in message
+    for message in (
+        await mcp_refusal(token_stack.mcp_url, headers),
+        await fastmcp_refusal(token_stack.mcp_url, headers),
+    ):
+        assert fragment in message and HEADER in message
 
 
 async def test_unreachable_curation_is_503_not_unknown(token_stack: Stack) -> None:
@@ -263,3 +256,62 @@ async def test_unreachable_curation_is_503_not_unknown(token_stack: Stack) -> No
     finally:
         await proxy.stop()
         await app.state.backends.close()
+
+
+async def test_a_store_token_reaches_the_projects_it_is_granted(token_stack: Stack) -> None:
+    """A store token opens only the projects it is granted, and `token create` says so; a token of
+    HM_AUTH_TOKENS keeps seed 001's rule (its session's project is its own). `project:*` also covers
+    the default scope, where a session without a project lands (the first-run token holds it)."""
+    made = cli(token_stack, "create", "--principal", "frank", "--scope", "user:frank").stdout
+    assert "It reaches user:frank and no project" in made and "--scope 'project:*'" in made, made
+    frank = next(line for line in made.splitlines() if line.startswith("hm_"))
+    every = json.loads(
+        cli(token_stack, "create", "--principal", "gina", "--scope", "project:*", "--json").stdout
+    )
+    assert every["reaches"] == "every project"
+
+    async with httpx.AsyncClient(base_url=token_stack.base_url, timeout=60) as http:
+        fact = {"content": "The fenced project's deploy key rotates on Mondays", "description": "key"}
+        saved = await http.post("/memories", headers=bearer("alice-token", "fenced"), json=fact)
+        assert saved.status_code == 200, saved.text
+        memory_id = saved.json()["memory"]["id"]
+
+        read = await http.get(f"/memories/{memory_id}", headers=bearer(frank, "fenced"))
+        assert read.status_code == 404, read.text
+        write = await http.post("/memories", headers=bearer(frank, "fenced"), json={"content": "frank's"})
+        assert write.status_code == 403 and "project:fenced" in write.json()["error"]["message"]
+        found = await http.post(
+            "/memories/search",
+            headers=bearer(frank, "fenced"),
+            json={"query": "deploy key", "min_similarity": 0, "relative_cutoff": 0},
+        )
+        assert found.status_code == 200 and memory_id not in found.text, found.text
+
+        # bob (HM_AUTH_TOKENS, granted no such project) reads it by header, as in seed 001.
+        bob = await http.get(f"/memories/{memory_id}", headers=bearer("bob-token", "fenced"))
+        assert bob.status_code == 200, bob.text
+        gina = await http.get(f"/memories/{memory_id}", headers=bearer(every["token"], "fenced"))
+        assert gina.status_code == 200, gina.text
+        # No project header: the default scope, which `project:*` covers and frank's grants do not.
+        nowhere = {"Authorization": f"Bearer {every['token']}"}
+        landed = await http.post("/memories", headers=nowhere, json={"content": "gina's default note"})
+        assert landed.status_code == 200 and landed.json()["memory"]["scope"] == "default", landed.text
+        refused = await http.post(
+            "/memories", headers={"Authorization": f"Bearer {frank}"}, json={"content": "frank's note"}
+        )
+        assert refused.status_code == 403, refused.text
+
+    async with mcp_session(token_stack.mcp_url, frank, "fenced") as client:
+        assert tool_json(await client.call_tool("memory_get", {"memory_id": memory_id})) is None
+
+
+def test_token_list_says_revoked_tokens_are_hidden(token_stack: Stack) -> None:
+    made = json.loads(
+        cli(token_stack, "create", "--principal", "hal", "--scope", "user:hal", "--json").stdout
+    )
+    cli(token_stack, "revoke", made["id"])
+    listed = cli(token_stack, "list").stdout
+    assert made["id"] not in listed
+    assert re.search(r"\d+ revoked tokens? not shown \(`hypermnesia token list --all` lists them\)", listed)
+    everything = cli(token_stack, "list", "--all").stdout
+    assert made["id"] in everything and "revoked" in everything and "not shown" not in everything

@@ -101,3 +101,57 @@ async def test_metadata_at_the_limit_is_kept_and_update_over_it_is_refused(stack
             "SELECT metadata->>'blob' FROM memories WHERE id = $1::uuid", saved.memory.id
         )
         assert kept == "x" * (MAX_METADATA_BYTES - 11)
+
+
+async def test_a_tag_given_twice_is_stored_once_on_every_write(stack: Stack) -> None:
+    """Decided in validation (check_tags), so save, update, supersede, a record appended and records
+    imported all keep a repeated tag once, in the order first given."""
+    twice = ["ops", "ops", "cron", "ops"]
+    async with grpc.aio.insecure_channel(stack.curation_address) as channel:
+        stub = curation_pb2_grpc.CurationStub(channel)
+        saved = await stub.Save(
+            curation_pb2.SaveRequest(caller=CALLER, content="The tags test memory", scope=SCOPE, tags=twice),
+            timeout=60,
+        )
+        assert list(saved.memory.tags) == ["ops", "cron"]
+        updated = await stub.Update(
+            curation_pb2.UpdateRequest(
+                caller=CALLER, id=saved.memory.id, set_tags=True, tags=["b", "a", "b"]
+            ),
+            timeout=60,
+        )
+        assert list(updated.tags) == ["b", "a"]
+        newer = await stub.Save(
+            curation_pb2.SaveRequest(
+                caller=CALLER,
+                content="The tags test memory, corrected",
+                supersedes=saved.memory.id,
+                set_tags=True,
+                tags=["c", "c"],
+            ),
+            timeout=60,
+        )
+        assert list(newer.memory.tags) == ["c"]
+        appended = await stub.AppendRecord(
+            curation_pb2.AppendRecordRequest(
+                caller=CALLER,
+                record=curation_pb2.RecordInput(
+                    type="note", scope=SCOPE, content="An appended note", tags=twice
+                ),
+            ),
+            timeout=60,
+        )
+        imported = await stub.ImportRecords(
+            curation_pb2.ImportRecordsRequest(
+                caller=CALLER,
+                records=[
+                    curation_pb2.RecordInput(
+                        type="note", scope=SCOPE, content="An imported note", source_ref="tags-1", tags=twice
+                    )
+                ],
+            ),
+            timeout=60,
+        )
+    for memory_id in (appended.ids[0], imported.ids[0]):
+        tags = await stack.pool.fetchval("SELECT tags FROM memories WHERE id = $1::uuid", memory_id)
+        assert list(tags) == ["ops", "cron"], memory_id

@@ -53,11 +53,13 @@ async def test_a_path_that_is_nothing_is_a_json_404(
 
 
 async def test_mcp_still_answers_at_its_path(stack: Stack) -> None:
-    """The 404 is for other paths only: /mcp without a token is still MCP's own refusal."""
-    async with httpx.AsyncClient(base_url=stack.base_url, timeout=30) as http:
-        response = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 7, "method": "tools/list"})
-    assert response.status_code == 401, response.text
-    assert response.json()["id"] == 7 and "Authorization" in response.json()["error"]["message"]
+    """The 404 is for other paths only: /mcp is MCP's, with or without a token. Without one the
+    session opens and lists the tools, and a call is refused naming the header (seed 001's
+    behaviour; tests/test_dropin.py::test_missing_token_names_the_header)."""
+    async with mcp_session(stack.mcp_url, None, "pages") as client:
+        assert "memory_save" in {t.name for t in (await client.list_tools()).tools}
+        refused = await client.call_tool("memory_list", {})
+        assert refused.is_error and "Authorization: Bearer <token>" in refused.content[0].text
     async with mcp_session(stack.mcp_url, "alice-token", "pages") as client:
         assert "memory_save" in {t.name for t in (await client.list_tools()).tools}
 

@@ -145,8 +145,13 @@ async def test_inspector_over_stdio(stack: Stack, repo_map: str) -> None:
 
 
 async def test_inspector_shows_the_missing_token_message(stack: Stack) -> None:
-    done = await asyncio.to_thread(
-        inspector.run, [stack.mcp_url, "--transport", "http", "--method", "tools/list"]
+    """Without a token the session opens and lists the tools (seed 001's behaviour); a call is
+    refused with a message naming the header."""
+    listed = await asyncio.to_thread(inspector.http, stack.mcp_url, {}, "tools/list")
+    assert "memory_search" in {tool["name"] for tool in listed["tools"]}
+    refused = await asyncio.to_thread(
+        inspector.http, stack.mcp_url, {}, "tools/call", "memory_search", query="x"
     )
-    assert done.returncode != 0
-    assert "missing bearer token" in done.stderr and "Authorization: Bearer <token>" in done.stderr
+    assert refused["isError"] is True
+    text = refused["content"][0]["text"]
+    assert "missing bearer token" in text and "Authorization: Bearer <token>" in text, text

@@ -247,6 +247,20 @@ async def test_a_week_in_proposals_out_decided_revised_and_asked(stack: Stack) -
         assert not {c for claim in theirs["claims"] for c in claim["citations"]} & (cited | {derived})
 
 
+async def test_consolidate_says_one_proposal(stack: Stack) -> None:
+    """The text summary counts in the right number: "1 proposal made", never "1 proposals"."""
+    project = f"ii-one-{uuid.uuid4().hex[:10]}"
+    scope = f"project:{project}"
+    async with httpx.AsyncClient(
+        base_url=stack.base_url, headers=_headers("alice-token", project), timeout=120
+    ) as http:
+        imported = await http.post("/records/import", json={"records": _week(scope)[:2]})  # one subject
+        assert imported.status_code == 200, imported.text
+    code, out, err = await cli(stack, "consolidate", "--job", "weekly", "--scope", scope)
+    assert code == 0, err
+    assert "; 1 proposal made (fact 1), 1 pending;" in out and "1 proposals" not in out, out
+
+
 async def test_an_unrelated_question_is_abstained_on_everywhere(stack: Stack, tmp_path: Path) -> None:
     """A web shop's project holds a Friday pizza lunch: asked the capital of France, REST, MCP and
     the CLI (run in the project's folder, naming no scope) answer with no claim and say why; a

@@ -53,7 +53,8 @@ async def test_markdown_import_is_idempotent_with_a_dry_run(stack: Stack, tmp_pa
     scope = "project:movein"
     dry = await cli(stack.database_url, tmp_path, "import", str(notes), "--scope", scope, "--dry-run")
     assert dry.code == 0, dry.err
-    assert "nothing written" in dry.out and "imported 5" in dry.out, dry.out
+    assert "nothing written" in dry.out and "would import 5, would skip 0 existing" in dry.out, dry.out
+    assert "imported" not in dry.out
     assert await stack.pool.fetchval("SELECT count(*) FROM memories WHERE scope = $1", scope) == 0
 
     first = await cli(stack.database_url, tmp_path, "import", str(notes), "--scope", scope)
@@ -122,3 +123,43 @@ async def test_seed_001_export_lines_import_with_their_ids(stack: Stack, tmp_pat
     )
     assert first["created_at"].year == 2025
     assert rows["0b7a4f51-1f8e-4a55-9f11-2f3c1a2b3c4e"]["type"] == "fact"
+
+
+async def test_one_line_import_says_one_line_keeps_a_tag_once_and_importance_as_given(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """The first hour's rough edges: "read 1 line" (not "1 lines"), one summary line and no
+    progress bar where the output is captured, a repeated tag stored once, importance 0.1 read back
+    as 0.1 (the column was float4) through REST and in the export."""
+    line = {
+        "id": "5e1f2a3b-0000-4c5d-8e9f-0a1b2c3d4e5f",
+        "scope": "project:oneliner",
+        "content": "The oneliner service restarts nightly at 03:00.",
+        "tags": ["ops", "ops", "cron"],
+        "importance": 0.1,
+        "created_at": "2025-03-04T10:00:00+00:00",
+    }
+    dump = tmp_path / "one.jsonl"
+    dump.write_text(json.dumps(line) + "\n")
+    result = await cli(stack.database_url, tmp_path, "import", str(dump))
+    assert result.code == 0, result.err
+    assert result.out.strip() == "import: read 1 line: imported 1, skipped 0 existing, 0 malformed", (
+        result.out
+    )
+    assert result.err == "", result.err  # no progress bar when stderr is not a terminal
+
+    headers = {"Authorization": "Bearer alice-token", "X-Hypermnesia-Project": "oneliner"}
+    async with httpx.AsyncClient(base_url=stack.base_url, headers=headers, timeout=60) as http:
+        got = (await http.get(f"/memories/{line['id']}")).json()
+    assert got["tags"] == ["ops", "cron"] and got["importance"] == 0.1, got
+
+    out = tmp_path / "one-out.jsonl"
+    exported = await cli(
+        stack.database_url, tmp_path, "export", "--scope", "project:oneliner", "--out", str(out)
+    )
+    assert exported.code == 0, exported.err
+    assert exported.err.strip() == f"export: 1 memory written to {out}", exported.err
+    row = json.loads(out.read_text())
+    assert row["importance"] == 0.1 and row["tags"] == ["ops", "cron"]
+    verify = await cli(stack.database_url, tmp_path, "verify")
+    assert verify.code == 0 and verify.err == "" and verify.out.startswith("verify: ok, "), verify

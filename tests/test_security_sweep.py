@@ -28,9 +28,9 @@ from google.protobuf import struct_pb2
 
 from hypermnesia.settings import GatewaySettings
 from hypermnesia.v1 import common_pb2, curation_pb2, curation_pb2_grpc, retrieval_pb2, retrieval_pb2_grpc
-from services.curation import proposals
+from services.curation import proposals, tokens
 from tests.conftest import Stack, start_stack
-from tests.helpers import mcp_session
+from tests.helpers import mcp_session, tool_json
 
 TOKENS = ("alice-token", "bob-token")
 # A token that is no one's: answers and logs must not repeat it either.
@@ -702,6 +702,55 @@ async def test_each_principal_still_reads_its_own(swept: Stack) -> None:
             assert all(t.mark in v["content"] and v["author"] == t.name for v in versions), versions
 
 
+async def test_a_store_token_reaches_only_its_granted_projects(swept: Stack) -> None:
+    """A token made by `hypermnesia token create` without a grant on a project cannot open it by
+    sending its header; a HM_AUTH_TOKENS token keeps seed 001's rule (bob, granted no project of
+    alice's, still reads her project by header), and a store token granted `project:*` reaches it."""
+    secret = ALICE.ids["project:alicep"]
+    dave, _row = await tokens.create(swept.pool, "dave", ["user:dave"])
+    erin, _row = await tokens.create(swept.pool, "erin", ["user:erin", "project:*"])
+    as_project = {"X-Hypermnesia-Project": ALICE.project}
+    dave_h = {"Authorization": f"Bearer {dave}", **as_project}
+    async with httpx.AsyncClient(base_url=swept.base_url, timeout=60) as http:
+        got = await http.get(f"/memories/{secret}", headers=dave_h)
+        unknown = await http.get(f"/memories/{uuid.uuid4()}", headers=dave_h)
+        assert got.status_code == unknown.status_code == 404, got.text
+        listed = await _ok(await http.get("/memories", params={"full": True}, headers=dave_h))
+        found = await _ok(await http.post("/memories/search", json={"query": "kestrel"}, headers=dave_h))
+        assert ALICE.mark not in json.dumps(listed) + json.dumps(found)
+        for method, path, body in (
+            ("GET", "/memories", {"scope": "project:alicep"}),
+            ("POST", "/memories", {"content": "dave writes into alice's project"}),
+            ("DELETE", f"/memories/{secret}", None),
+        ):
+            r = await http.request(
+                method,
+                path,
+                params=body if method == "GET" else None,
+                json=body if method == "POST" else None,
+                headers=dave_h,
+            )
+            # A delete of a memory out of reach answers as for an unknown id: nothing deleted.
+            refused = r.status_code in (403, 404) or (method == "DELETE" and r.json() == {"deleted": False})
+            assert refused, (method, path, r.status_code, r.text)
+        for token in ("bob-token", erin):
+            reader = {"Authorization": f"Bearer {token}", **as_project}
+            assert ALICE.mark in (await _ok(await http.get(f"/memories/{secret}", headers=reader)))["content"]
+    async with mcp_session(swept.mcp_url, dave, ALICE.project) as client:
+        for tool, arguments in (
+            ("memory_get", {"memory_id": secret}),
+            ("memory_search", {"query": "kestrel fact", "min_similarity": 0, "relative_cutoff": 0}),
+            ("memory_list", {"full": True}),
+        ):
+            result = await client.call_tool(tool, arguments)
+            assert ALICE.mark not in json.dumps(result.structured_content), (tool, result)
+        deleted = await client.call_tool("memory_delete", {"memory_id": secret})
+        assert deleted.is_error or tool_json(deleted) == {"deleted": False}
+    async with httpx.AsyncClient(base_url=swept.base_url, timeout=60) as http:
+        still = await _ok(await http.get(f"/memories/{secret}", headers=ALICE.headers))
+        assert ALICE.mark in still["content"]
+
+
 # ---------------------------------------------------------------------------------------------
 # Injection strings in every text field.
 
@@ -734,7 +783,8 @@ def _field_bodies(text: str) -> list[tuple[str, str, Any, str]]:
         ("POST", "/memories", {"content": text}, "content"),
         ("POST", "/memories", {"content": "inj desc", "description": text}, "description"),
         ("POST", "/memories", {"content": "inj type", "type": text}, "type"),
-        ("POST", "/memories", {"content": "inj tag", "tags": [text]}, "tags"),
+        # A content of its own: a save with the same content merges into the earlier one, adding its tags.
+        ("POST", "/memories", {"content": f"inj tag {uuid.uuid4()}", "tags": [text]}, "tags"),
         ("POST", "/memories", {"content": "inj meta", "metadata": {"k": text, text: "v"}}, "metadata"),
         ("POST", "/memories", {"content": "inj scope", "scope": text}, "scope"),
         ("POST", "/memories", {"content": "inj kind", "kind": text}, "kind"),
@@ -947,6 +997,22 @@ async def test_metrics_carry_no_principal_scope_token_or_content(swept: Stack) -
     assert re.search(r"^hm_\w+", text, re.MULTILINE), "no hypermnesia metric at all"
 
 
+MCP_CALLS = (
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "sweep", "version": "1"},
+        },
+    },
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "memory_list", "arguments": {}}},
+)
+
+
 async def test_no_answer_echoes_a_token(swept: Stack) -> None:
     answers: list[str] = []
     async with httpx.AsyncClient(base_url=swept.base_url, timeout=60) as http:
@@ -965,14 +1031,15 @@ async def test_no_answer_echoes_a_token(swept: Stack) -> None:
                 )
                 assert r.status_code == 401, (header, path, r.text)
                 answers.append(f"{r.headers}\n{r.text}")
-            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
-            r = await http.post(
-                "/mcp",
-                json=call,
-                headers={"Authorization": header, "Accept": "application/json, text/event-stream"},
-            )
-            assert r.status_code == 401, r.text
-            answers.append(f"{r.headers}\n{r.text}")
+            # MCP opens a session without a valid token (seed 001) and refuses each tool call.
+            mcp = {"Authorization": header, "Accept": "application/json, text/event-stream"}
+            for call in MCP_CALLS:
+                r = await http.post("/mcp", json=call, headers=mcp)
+                assert r.status_code in (200, 202), r.text
+                if "mcp-session-id" in r.headers:
+                    mcp = {**mcp, "mcp-session-id": r.headers["mcp-session-id"]}
+                answers.append(f"{r.headers}\n{r.text}")
+            assert "Authorization: Bearer <token>" in answers[-1] and '"isError":true' in answers[-1]
     leaked = [a for a in answers if BOGUS_TOKEN in a]
     assert not leaked, leaked[0]
 

@@ -74,10 +74,10 @@ async def test_mcp_bad_input_is_a_tool_error(stack: Stack) -> None:
 
 
 async def test_mcp_requires_a_valid_token(stack: Stack) -> None:
-    async with httpx.AsyncClient() as http:
-        response = await http.post(stack.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
-        assert response.status_code == 401
-        assert "bearer token" in response.json()["error"]["message"]
+    """The session opens without one (seed 001); each tool call is refused, naming the header."""
+    async with mcp_session(stack.mcp_url, None, "mcp-slice") as client:
+        result = await client.call_tool("memory_search", {"query": "E4012"})
+        assert result.is_error and "missing bearer token" in result.content[0].text
 
 
 async def test_rest_save_and_search_shapes(stack: Stack) -> None:

@@ -28,6 +28,7 @@ from hypermnesia.migrator import migrate
 from hypermnesia.pin import VECTOR_TABLES, ensure_embedding_pin, read_pin
 from hypermnesia.pool import connect_pool
 from hypermnesia.settings import CurationSettings
+from hypermnesia.wording import count
 from services.curation import entities, maintenance_repo, memory_fields, payloads, rawlog, repo
 from services.curation.embedding import embedding_text
 
@@ -182,12 +183,12 @@ class ForgottenReport:
 
     def lines(self) -> list[str]:
         out = [f"memory {self.memory_id}: {self.state}"]
-        for place, count in self.places.items():
-            out.append(f"  {place:<30} {'HOLDS ' + str(count) if count else 'clean'}")
-        for place, count in self.kept_by_design.items():
-            if count:
+        for place, held in self.places.items():
+            out.append(f"  {place:<30} {'HOLDS ' + str(held) if held else 'clean'}")
+        for place, kept in self.kept_by_design.items():
+            if kept:
                 out.append(
-                    f"  {place:<30} kept by design: {count} (a delete keeps the history; purge erases it)"
+                    f"  {place:<30} kept by design: {kept} (a delete keeps the history; purge erases it)"
                 )
         out += [f"  {line}" for line in INFORMATION]
         return out
@@ -256,15 +257,17 @@ async def export(pool: asyncpg.Pool, out: IO[str], scopes: list[str] | None, pro
 @dataclass
 class ImportReport:
     read: int = 0
-    imported: int = 0
+    imported: int = 0  # a dry run: what it would import
     skipped: int = 0
     bad_lines: list[str] = field(default_factory=list)
+    dry_run: bool = False
 
     def summary(self) -> str:
-        return (
-            f"read {self.read} lines: imported {self.imported}, skipped {self.skipped} existing, "
-            f"{len(self.bad_lines)} malformed"
-        )
+        if self.dry_run:
+            done = f"would import {self.imported}, would skip {self.skipped} existing"
+        else:
+            done = f"imported {self.imported}, skipped {self.skipped} existing"
+        return f"read {count(self.read, 'line')}: {done}, {len(self.bad_lines)} malformed"
 
 
 _REQUIRED = ("id", "scope", "content", "owner_id", "kind", "created_at")
@@ -283,6 +286,7 @@ def parse_line(number: int, line: str) -> dict[str, Any]:
         validation.check_scope(fields["scope"])
         validation.check_content(fields["content"])
         validation.check_kind(fields["kind"])
+        fields["tags"] = validation.check_tags(list(fields.get("tags") or []))
         for name in ("updated_at", "last_accessed_at", "valid_from"):
             fields[name] = fields[name] or fields["created_at"]
         fields["type"] = fields["type"] or "note"
@@ -308,7 +312,7 @@ async def import_dump(
 ) -> ImportReport:
     """Restore a dump: re-embed, keep ids and timestamps, skip ids that exist (idempotent). A dry
     run checks every line and counts what would be imported, and writes nothing."""
-    report = ImportReport()
+    report = ImportReport(dry_run=dry_run)
     pending: list[dict[str, Any]] = []
 
     async def flush() -> None:

@@ -23,6 +23,7 @@ import asyncpg
 from hypermnesia import validation
 from hypermnesia.errors import InvalidArgument
 from hypermnesia.v1 import curation_pb2
+from hypermnesia.wording import count
 from services.curation import chunker, documents_repo, entities, payloads, rawlog, repo
 from services.curation.embedding import EmbedFn, embedding_text
 from services.curation.writer import new_memory
@@ -56,8 +57,8 @@ class IngestReport:
 
     def summary(self) -> str:
         return (
-            f"{self.files} files: {self.added} new, {self.changed} changed, {self.unchanged} unchanged, "
-            f"{self.retired} retired, {len(self.skipped)} skipped; {self.chunks_written} chunks written"
+            f"{count(self.files, 'file')}: {self.added} new, {self.changed} changed, {self.unchanged} unchanged, "
+            f"{self.retired} retired, {len(self.skipped)} skipped; {count(self.chunks_written, 'chunk')} written"
         )
 
 

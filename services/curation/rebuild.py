@@ -27,6 +27,7 @@ from typing import Any
 import asyncpg
 
 from hypermnesia.v1 import curation_pb2
+from hypermnesia.wording import count
 from services.curation import entities, graph_repo, memory_fields, payloads, rawlog, records_repo, repo
 from services.curation.embedding import EmbedFn, embedding_text
 
@@ -63,9 +64,9 @@ class RebuildReport:
     def summary(self) -> str:
         verb = "fixed" if self.applied else "found"
         return (
-            f"replayed {self.replayed} records against {self.live} live memories; {verb} "
-            f"{self.inserted} missing, {self.updated} different, {self.deleted} extra; "
-            f"{self.reembedded} re-embedded; {self.edges_added} evidence edges missing, "
+            f"replayed {count(self.replayed, 'record')} against {count(self.live, 'live memory')}; "
+            f"{verb} {self.inserted} missing, {self.updated} different, {self.deleted} extra; "
+            f"{self.reembedded} re-embedded; {count(self.edges_added, 'evidence edge')} missing, "
             f"{self.edges_removed} extra"
         )
 

@@ -82,7 +82,7 @@ def check_record(spec: RecordSpec, grants: Iterable[str], where: str = "") -> Re
         validation.check_scope(spec.scope)
         validation.check_content(spec.content)
         validation.check_description(spec.description)
-        validation.check_tags(spec.tags)
+        spec.tags = validation.check_tags(spec.tags)
         validation.check_metadata(spec.metadata)
         if spec.importance is not None:
             validation.check_importance(spec.importance)

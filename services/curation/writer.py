@@ -127,7 +127,7 @@ class MemoryWriter:
         validation.check_content(item.content)
         validation.check_description(item.description)
         validation.check_scope(item.scope)
-        validation.check_tags(item.tags)
+        tags = validation.check_tags(item.tags)
         validation.check_type(item.type)
         validation.check_metadata(item.metadata)
         validation.check_kind(item.kind or DEFAULT_KIND)
@@ -136,7 +136,7 @@ class MemoryWriter:
         if item.importance is not None:
             validation.check_importance(item.importance)
         require(item.grants, [item.scope])
-        return item
+        return item if tags == item.tags else replace(item, tags=tags)
 
     async def _dedupe(self, item: SaveInput, kind: str, vector: np.ndarray) -> Verdict:
         if kind == "core" or item.supersedes:  # pinned memories and corrections are never merged
@@ -156,7 +156,7 @@ class MemoryWriter:
         replaced = await self._superseded(item) if item.supersedes else None
         if replaced is not None:
             item = _inherited(item, replaced)
-        self.validate(item)
+        item = self.validate(item)
         kind = item.kind or DEFAULT_KIND
         target = validation.parse_id(item.supersedes) if item.supersedes else None
         vector = await self.embeddings.one(embedding_text(item.description, item.content))
@@ -375,8 +375,7 @@ def _validated_changes(changes: dict[str, Any]) -> dict[str, Any]:
         elif name == "type":
             validation.check_type(value)
         elif name == "tags":
-            validation.check_tags(list(value))
-            value = list(value)
+            value = validation.check_tags(list(value))
         elif name == "importance":
             validation.check_importance(float(value))
         elif name == "decay_class":

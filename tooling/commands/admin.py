@@ -11,6 +11,7 @@ from typing import Any
 
 from hypermnesia.errors import StartupError
 from hypermnesia.settings import CurationSettings, EmbedderSettings
+from hypermnesia.wording import count
 from tooling.console import configure_logging, fail, load_settings, run_async
 
 
@@ -21,9 +22,14 @@ def _settings() -> tuple[CurationSettings, EmbedderSettings]:
 
 
 def _bar(total: int | None, unit: str, desc: str) -> Any:
+    """A progress bar on a terminal, gone (leave=False) before the summary line is printed. Where
+    stderr is not a terminal (a pipe, a log, an agent's captured output) there is none: its
+    redraws would land among, or after, the summary (disable=None)."""
     from tqdm import tqdm
 
-    return tqdm(total=total, unit=unit, desc=desc, file=sys.stderr, dynamic_ncols=True, leave=False)
+    return tqdm(
+        total=total, unit=unit, desc=desc, file=sys.stderr, dynamic_ncols=True, leave=False, disable=None
+    )
 
 
 def cmd_verify(args: argparse.Namespace) -> None:
@@ -44,10 +50,10 @@ def cmd_verify(args: argparse.Namespace) -> None:
     if result.first_broken_seq is not None:
         fail(
             f"verify: BROKEN at seq {result.first_broken_seq}: {result.reason} "
-            f"({result.checked} records before it verified)",
+            f"({count(result.checked, 'record')} before it verified)",
             3,
         )
-    print(f"verify: ok, {result.checked} records, the chain holds")
+    print(f"verify: ok, {count(result.checked, 'record')}, the chain holds")
     if args.checkpoint:
         _verify_checkpoints(curation, args.checkpoint)
 
@@ -166,7 +172,7 @@ def cmd_purge(args: argparse.Namespace) -> None:
             return await admin.purge(pool, args.id, admin.admin_principal())
 
     removed = run_async(go)
-    print(f"purge: removed {args.id} and the text of {removed} records; a purge record audits it")
+    print(f"purge: removed {args.id} and the text of {count(removed, 'record')}; a purge record audits it")
 
 
 def cmd_export(args: argparse.Namespace) -> None:
@@ -185,8 +191,9 @@ def cmd_export(args: argparse.Namespace) -> None:
                 if out is not sys.stdout:
                     out.close()
 
-    count = run_async(go)
-    print(f"export: {count} memories written to {'stdout' if args.out == '-' else args.out}", file=sys.stderr)
+    written = run_async(go)
+    where = "stdout" if args.out == "-" else args.out
+    print(f"export: {count(written, 'memory')} written to {where}", file=sys.stderr)
 
 
 def cmd_import(args: argparse.Namespace) -> None:
@@ -279,9 +286,9 @@ def cmd_reindex(args: argparse.Namespace) -> None:
         finally:
             await encoder.close()
 
-    count, model_id, dimension = run_async(go)
+    done, model_id, dimension = run_async(go)
     print(
-        f"reindex: {count} memories re-embedded with {model_id} ({dimension} dims); pin updated. "
+        f"reindex: {count(done, 'memory')} re-embedded with {model_id} ({dimension} dims); pin updated. "
         "Restart the services with the same HM_EMBEDDING_* settings"
     )
 

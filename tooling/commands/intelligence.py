@@ -24,6 +24,7 @@ from pydantic import Field
 from hypermnesia.scopes import project_scope_for_root
 from hypermnesia.settings import DEFAULT_CURATION_PORT, CommonSettings
 from hypermnesia.v1 import common_pb2, intelligence_pb2, intelligence_pb2_grpc
+from hypermnesia.wording import count
 from tooling.console import fail, load_settings
 
 T = TypeVar("T")
@@ -173,7 +174,7 @@ def cmd_consolidate(args: argparse.Namespace) -> None:
         kinds = ", ".join(f"{k} {n}" for k, n in r["made_by_kind"].items() if n)
         read = f"read {r['read']} ({r['coverage']}); " if r["coverage"] else ""
         print(
-            f"{r['job']} {r['scope']}: {read}{r['proposals_made']} proposals made"
+            f"{r['job']} {r['scope']}: {read}{count(r['proposals_made'], 'proposal')} made"
             f"{f' ({kinds})' if kinds else ''}, {r['pending']} pending; promoted {r['promoted']}, "
             f"expired {r['expired']}, marked stale {r['marked_stale']} [{r['mode']}, {r['duration_ms']:.0f} ms]"
         )

@@ -19,6 +19,7 @@ def _default_data_dir() -> Path:
 
 def cmd_eval(args: argparse.Namespace) -> None:
     from hypermnesia.settings import CommonSettings
+    from hypermnesia.wording import count
     from tooling.console import configure_logging, load_settings, run_async
     from tooling.evaluation.run import depth_for, evaluate, format_bar, format_table
 
@@ -48,7 +49,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
             json.dumps([r.__dict__ | {"queries_per_second": r.queries_per_second} for r in results], indent=2)
         )
     else:
-        print(f"{args.dataset}: {results[0].questions} questions, k={depth_for(args.dataset)}")
+        print(f"{args.dataset}: {count(results[0].questions, 'question')}, k={depth_for(args.dataset)}")
         print(format_table(args.dataset, results))
         bar = format_bar(args.dataset, results)
         if bar:

@@ -20,6 +20,7 @@ from hypermnesia.errors import InvalidArgument
 from hypermnesia.settings import DEFAULT_CURATION_PORT, CommonSettings
 from hypermnesia.structure_map import MapError, check_repo, parse_map
 from hypermnesia.v1 import common_pb2, structure_pb2, structure_pb2_grpc
+from hypermnesia.wording import count
 from tooling.console import fail, load_settings
 
 
@@ -107,8 +108,9 @@ def cmd_map_load(args: argparse.Namespace) -> None:
         fail(str(exc), exc.exit_code)
     verb = "replaced the previous map" if reply.replaced else "first map of this repo"
     print(
-        f"map load: repo {reply.repo!r} from {path}: {reply.components} components, {reply.constraints} "
-        f"constraints, {reply.relationships} relationships ({verb}; sha256 {reply.source_sha256[:12]})"
+        f"map load: repo {reply.repo!r} from {path}: {count(reply.components, 'component')}, "
+        f"{count(reply.constraints, 'constraint')}, {count(reply.relationships, 'relationship')} "
+        f"({verb}; sha256 {reply.source_sha256[:12]})"
     )
 
 

@@ -9,7 +9,9 @@ import argparse
 import json
 from typing import Any
 
+from hypermnesia.scopes import PROJECT_PREFIX
 from hypermnesia.settings import CurationSettings
+from hypermnesia.wording import count
 from tooling.console import configure_logging, load_settings, run_async
 
 
@@ -34,6 +36,30 @@ def _row_json(row: Any) -> dict[str, Any]:
     }
 
 
+def reach(grants: list[str]) -> str:
+    """What a store token reaches, said when it is made: a store token opens only the projects it
+    is granted (a HM_AUTH_TOKENS token opens any project its session names; gateway/auth.py)."""
+    if "*" in grants:
+        return "every scope, every project included"
+
+    def all_projects(grant: str) -> bool:  # 'project:*', or a wider prefix such as 'proj*'
+        return grant.endswith("*") and PROJECT_PREFIX.startswith(grant[:-1])
+
+    every = any(all_projects(g) for g in grants)
+    projects = [g for g in grants if g.startswith(PROJECT_PREFIX)]
+    others = [g for g in grants if g not in projects and not all_projects(g)]
+    if every:
+        projects_said = "every project"
+    elif projects:
+        projects_said = f"only the projects {', '.join(projects)}"
+    else:
+        projects_said = (
+            "no project (a session's project needs a grant on it: --scope 'project:NAME', "
+            "or --scope 'project:*' for every project)"
+        )
+    return f"{', '.join(others)} and {projects_said}" if others else projects_said
+
+
 def cmd_create(args: argparse.Namespace) -> None:
     from services.curation import admin, tokens
 
@@ -44,11 +70,13 @@ def cmd_create(args: argparse.Namespace) -> None:
             return await tokens.create(pool, args.principal, args.scope, args.description)
 
     token, row = run_async(go)
+    reaches = reach(list(row["scopes"]))
     if args.json:
-        print(json.dumps({"token": token, **_row_json(row)}))
+        print(json.dumps({"token": token, **_row_json(row), "reaches": reaches}))
         return
     print(f"token for {row['principal']} ({', '.join(row['scopes'])}), id {row['id']}:")
     print(token)
+    print(f"It reaches {reaches}.")
     print("It is shown once: only its sha256 is stored. Send it as 'Authorization: Bearer <token>'.")
 
 
@@ -59,21 +87,24 @@ def cmd_list(args: argparse.Namespace) -> None:
 
     async def go() -> list[Any]:
         async with admin.open_pool(settings) as pool:
-            return await tokens_repo.listing(pool, include_revoked=args.all)
+            return await tokens_repo.listing(pool, include_revoked=True)
 
-    rows = [_row_json(r) for r in run_async(go)]
+    everything = [_row_json(r) for r in run_async(go)]
+    rows = everything if args.all else [r for r in everything if not r["revoked_at"]]
+    hidden = len(everything) - len(rows)
     if args.json:
         print(json.dumps(rows))
         return
     if not rows:
         print("no tokens in the store (tokens from HM_AUTH_TOKENS are not listed)")
-        return
     for r in rows:
         state = (
             f"revoked {r['revoked_at']}" if r["revoked_at"] else f"last used {r['last_used_at'] or 'never'}"
         )
         note = f"  {r['description']}" if r["description"] else ""
         print(f"{r['id']}  {r['principal']:<16} {','.join(r['scopes']):<40} {state}{note}")
+    if hidden:
+        print(f"{count(hidden, 'revoked token')} not shown (`hypermnesia token list --all` lists them)")
 
 
 def cmd_revoke(args: argparse.Namespace) -> None:
