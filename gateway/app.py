@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from gateway import viz
 from gateway.auth import Authenticator
 from gateway.backends import Backends
-from gateway.errors import error_body, http_status
+from gateway.errors import error_body, http_status, invalid_request, names_an_unknown_field
 from gateway.limits import MCP_PATH, Limits, RateLimiter
 from gateway.mcp_tools import build_mcp
 from gateway.pages import McpOnly, add_pages, no_such_path
@@ -105,17 +105,9 @@ def create_app(settings: GatewaySettings, backends: Backends | None = None) -> F
     @app.exception_handler(RequestValidationError)
     @app.exception_handler(ValidationError)
     async def on_bad_request(request: Request, exc: RequestValidationError | ValidationError) -> JSONResponse:
-        problems = []
-        unknown = False
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
-            if err.get("type") == "extra_forbidden":
-                unknown = True
-                problems.append(f"{where}: not a field of this operation; remove it (/docs lists the fields)")
-            else:
-                problems.append(f"{where}: {err.get('msg')}")
-        message = "invalid request: " + "; ".join(problems)
-        status = 422 if unknown else 400
+        errors = exc.errors()
+        message = invalid_request(errors, "/docs")
+        status = 422 if names_an_unknown_field(errors) else 400
         return JSONResponse({"error": {"code": "INVALID_ARGUMENT", "message": message}}, status_code=status)
 
     @app.exception_handler(StarletteHTTPException)

@@ -1,6 +1,10 @@
-"""The one place where service errors become HTTP statuses and MCP tool errors."""
+"""The one place where service errors become HTTP statuses and MCP tool errors, and where a request
+that fails its model's validation becomes a sentence a user can act on (REST and MCP alike)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
 
 import grpc
 
@@ -21,6 +25,10 @@ HTTP_STATUS = {
     grpc.StatusCode.DEADLINE_EXCEEDED: 504,
 }
 
+# pydantic's type of the error for a field the operation does not take.
+UNKNOWN_FIELD = "extra_forbidden"
+_SHOULD = "Input should be "
+
 
 def http_status(exc: HypermnesiaError) -> int:
     return HTTP_STATUS.get(exc.code, 500)
@@ -28,3 +36,27 @@ def http_status(exc: HypermnesiaError) -> int:
 
 def error_body(exc: HypermnesiaError) -> dict:
     return {"error": {"code": exc.code.name, "message": exc.message}}
+
+
+def _problem(err: Any, fields_listed_in: str) -> str:
+    where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "the request"
+    kind, message = err.get("type"), str(err.get("msg", ""))
+    if kind == UNKNOWN_FIELD:
+        return f"{where} is not a field of this operation; remove it ({fields_listed_in} lists the fields)"
+    if kind == "missing":
+        return f"{where} is required"
+    if message.startswith(_SHOULD):
+        return f"{where} must be {message.removeprefix(_SHOULD)}"
+    # The gateway's own checks (gateway.fields) read on from the field's name.
+    return f"{where} {message}" if message[:1].islower() else f"{where}: {message}"
+
+
+def invalid_request(errors: Iterable[Any], fields_listed_in: str) -> str:
+    """One sentence for everything wrong with a request's shape (pydantic's `errors()`), naming
+    each field and what to send instead; no input values, types or links to pydantic's pages.
+    `fields_listed_in` is where the caller finds the fields (/docs, tools/list)."""
+    return "invalid request: " + "; ".join(_problem(err, fields_listed_in) for err in errors)
+
+
+def names_an_unknown_field(errors: Iterable[Any]) -> bool:
+    return any(err.get("type") == UNKNOWN_FIELD for err in errors)

@@ -9,6 +9,7 @@ fields, no field the operation does not take) and that its text can travel at al
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -25,18 +26,50 @@ def field(
     max_length: int | None = None,
     max_items: int | None = None,
     nonzero: bool = False,
+    enum: Sequence[str] | None = None,
     **extra: Any,
 ) -> Any:
     """A field with its description and its bounds in the JSON schema; the service enforces them.
 
     `nonzero` marks a count the gateway itself refuses below 1: proto3 sends 0 as "unset", which the
-    service reads as its default, so a 0 would be answered as if it had not been given."""
+    service reads as its default, so a 0 would be answered as if it had not been given. `enum` names
+    the values a text (or each text of a list) may take: a JSON Schema `enum`, so a client sees
+    them; the service refuses any other with a message that lists them."""
     if nonzero:
         extra["ge"] = 1
         ge = None
     bounds = {"minimum": ge, "maximum": le, "maxLength": max_length, "maxItems": max_items}
     stated: dict[str, Any] = {key: value for key, value in bounds.items() if value is not None}
+    if enum is not None:
+        stated[ENUM_MARK] = list(enum)
     return Field(default, description=description, json_schema_extra=stated or None, **extra)
+
+
+# Where `field` leaves a field's enum for `lean_schema`, which puts it on the text or on the items.
+ENUM_MARK = "x-enum"
+
+
+def lean_schema(schema: dict[str, Any]) -> None:
+    """A request's JSON schema as a client needs it, for every operation's tool and body alike:
+    no generated titles (the property names say it), an optional field as its own type (not
+    `anyOf` with null: omitting it is how a caller leaves it unset, and a null sent is still taken),
+    and each enum on the values it constrains. Every tool's schema is read by an agent on every
+    session, so what says nothing costs it context for nothing."""
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+        variants = prop.get("anyOf")
+        if isinstance(variants, list) and {"type": "null"} in variants and len(variants) == 2:
+            (kept,) = [v for v in variants if v != {"type": "null"}]
+            del prop["anyOf"]
+            if prop.get("default", ...) is None:
+                del prop["default"]
+            for key, value in kept.items():
+                prop.setdefault(key, value)
+        enum = prop.pop(ENUM_MARK, None)
+        if enum is not None:
+            target = prop["items"] if prop.get("type") == "array" else prop
+            target["enum"] = enum
 
 
 def _texts(value: Any) -> list[str]:
@@ -64,7 +97,7 @@ class Request(BaseModel):
     A field the operation does not take is refused, naming it (REST answers 422): silently dropped,
     a misspelt `importance` or `tags` would be a write that did not do what its caller meant."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=lean_schema)
 
     @field_validator("*", mode="after")
     @classmethod

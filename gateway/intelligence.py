@@ -10,6 +10,7 @@ from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import Request, field
 from gateway.shaping import ask_json, caller, evidence_json, proposal_json, to_proto
+from hypermnesia.recall_depth import ANCESTRY, DEPTHS, PREMISES
 from hypermnesia.v1 import intelligence_pb2
 from hypermnesia.validation import MAX_QUERY_CHARS, MAX_SCOPE_CHARS
 
@@ -31,15 +32,14 @@ DEFAULT_ASK_K = 8
 MAX_PROPOSALS = 1000
 DEFAULT_PROPOSALS = 100
 MAX_REASON_CHARS = 2000
+PROPOSAL_STATUSES = ("pending", "approved", "rejected", "all")
+PROPOSAL_DECISIONS = ("approve", "reject")
 # An answer may wait on a search and, when one is configured, on an LLM with retries.
 ASK_TIMEOUT_S = 120.0
 # Approving embeds the new memory before it is written.
 DECIDE_TIMEOUT_S = 60.0
 
-_SCOPE_TO_READ = (
-    "Read only this scope (e.g. 'shared'); by default this session's project plus the scopes the token "
-    "is granted."
-)
+_SCOPE_TO_READ = "Only this scope (e.g. 'shared'); default: your project plus your token's granted scopes."
 
 
 def _scopes(session: Session, scope: str | None) -> list[str]:
@@ -53,10 +53,11 @@ class AskQuestion(Request):
         "conclusions derived from them), premises (plus their direct evidence), ancestry (transitive, "
         "capped), or auto (one of those, picked from the evidence found; the answer says why).",
         "auto",
+        enum=DEPTHS,
     )
     scope: str | None = field(_SCOPE_TO_READ, None, max_length=MAX_SCOPE_CHARS)
     k: int = field(
-        f"How many evidence rows to search for (at most {MAX_ASK_K}).",
+        "How many evidence rows to search for.",
         DEFAULT_ASK_K,
         nonzero=True,
         le=MAX_ASK_K,
@@ -82,7 +83,9 @@ async def ask(backends: Backends, session: Session, request: AskQuestion) -> dic
 
 class ListProposals(Request):
     scope: str | None = field(_SCOPE_TO_READ, None, max_length=MAX_SCOPE_CHARS)
-    status: str = field("pending, approved, rejected or all.", "pending")
+    status: str = field(
+        "Which proposals: pending, approved, rejected or all.", "pending", enum=PROPOSAL_STATUSES
+    )
     limit: int = field(
         f"How many proposals at most (up to {MAX_PROPOSALS}), newest first.",
         DEFAULT_PROPOSALS,
@@ -107,7 +110,9 @@ async def list_proposals(backends: Backends, session: Session, request: ListProp
 
 class DecideProposal(Request):
     proposal_id: str = field("The proposal's id (a UUID).")
-    decision: str = field("approve (write what it proposes) or reject (never proposed again).")
+    decision: str = field(
+        "approve (write what it proposes) or reject (never proposed again).", enum=PROPOSAL_DECISIONS
+    )
     reason: str = field(
         f"Why; required to reject (at most {MAX_REASON_CHARS} characters).",
         "",
@@ -132,6 +137,7 @@ class MemoryEvidence(Request):
         "premises (direct evidence and direct conclusions) or ancestry (transitive, at most 3 hops "
         "and 20 rows).",
         "premises",
+        enum=(PREMISES, ANCESTRY),
     )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import Request, field
+from gateway.tool_profiles import DEFAULT_TOOLS, FULL, FULL_ONLY_PARAMETERS
 from hypermnesia.errors import InvalidArgument
 from hypermnesia.settings import GatewaySettings
 
@@ -44,8 +45,26 @@ def _claude_md(tools: list[str], live: dict[str, str]) -> str:
             f"importance <= {setting('HM_FORGET_IMPORTANCE_FLOOR')}; it is a dry run unless `apply: true`; `memory_restore` undoes it.",
             "- `memory_list` is a cheap index (descriptions, no bodies); `memory_get` fetches one memory.",
             "",
-            "Tools on this server: " + ", ".join(f"`{t}`" for t in sorted(tools)) + ".",
+            _profiles(tools),
         ]
+    )
+
+
+def _profiles(tools: list[str]) -> str:
+    """Which tools each profile lists (gateway.tool_profiles) and how a session gets the full one."""
+    default = sorted(t for t in tools if t in DEFAULT_TOOLS)
+    more = sorted(t for t in tools if t not in DEFAULT_TOOLS)
+    names = ", ".join(f"`{t}`" for t in default)
+    text = f"Tools on this server, default profile: {names}."
+    if not more:
+        return text
+    advanced = ", ".join(
+        f"`{tool}({', '.join(sorted(p))})`" for tool, p in sorted(FULL_ONLY_PARAMETERS.items())
+    )
+    return (
+        f"{text} The {FULL} profile adds {', '.join(f'`{t}`' for t in more)} and the advanced parameters "
+        f"{advanced}: set HM_MCP_TOOLS={FULL} on the server, or send the header `X-Hypermnesia-Tools: {FULL}` "
+        "for one session, and reconnect (clients keep the tool list they connected with)."
     )
 
 
@@ -90,7 +109,7 @@ def _setup(gateway: GatewaySettings) -> dict[str, Any]:
 
 
 class GuideRequest(Request):
-    section: str | None = field(f"Only this section: one of {', '.join(SECTIONS)}; default all.", None)
+    section: str | None = field("Only this section; default all.", None, enum=SECTIONS)
 
 
 class Guide:

@@ -4,14 +4,17 @@ service and shapes the answer (gateway.shaping)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import IsoTime, Request, field
 from gateway.shaping import caller, hit_json, memory_json, save_json, to_proto, version_json
 from hypermnesia.errors import NotFound
+from hypermnesia.kinds import HALF_LIFE_DAYS
+from hypermnesia.recall_depth import DEPTHS
 from hypermnesia.scopes import permits
+from hypermnesia.settings import RetrievalSettings
 from hypermnesia.v1 import curation_pb2, retrieval_pb2
 from hypermnesia.validation import (
     IMPORTANCE_RANGE,
@@ -65,16 +68,16 @@ DEFAULT_K = 10
 DEFAULT_TYPE = "fact"
 DEFAULT_IMPORTANCE = 1.0
 _LOW, _HIGH = IMPORTANCE_RANGE
-_KINDS = " | ".join(KINDS)
+# The values of the enum-like fields, stated as JSON Schema enums (the services refuse others).
+FUSIONS: tuple[str, ...] = get_args(RetrievalSettings.model_fields["fusion"].annotation)
+MODES = ("answer", "manager")
+DECAY_CLASSES = tuple(HALF_LIFE_DAYS)
+TASK_DECISIONS = ("confirm", "dismiss")
 
 # The field texts several requests share.
-_SCOPE_TO_WRITE = (
-    f"Where the memory lives, e.g. 'project:my-repo', 'user:alice' or 'shared' (at most {MAX_SCOPE_CHARS} "
-    "characters); defaults to this session's project."
-)
+_SCOPE_TO_WRITE = "Where the memory lives, e.g. 'user:alice' or 'shared'; default: your project."
 _SCOPE_OF_CORRECTION = (
-    f"Where the correction lives (at most {MAX_SCOPE_CHARS} characters); defaults to the scope of the "
-    "memory it replaces, the only scope it may be saved in."
+    "Where the correction lives; defaults to the replaced memory's scope, the only one allowed."
 )
 _INCLUDE_STALE = (
     "Include stale conclusions (a premise they rest on changed since), flagged stale with stale_because."
@@ -85,10 +88,7 @@ _DEPTH = (
     "via.premise_of), ancestry (evidence of evidence, at most 3 hops and 20 rows), or auto (picks one "
     "from what was found and says why in depth_reason)."
 )
-_SCOPE_TO_READ = (
-    "Read only this scope (e.g. 'shared'); by default this session's project plus the scopes the token "
-    "is granted."
-)
+_SCOPE_TO_READ = "Only this scope (e.g. 'shared'); default: your project plus your token's granted scopes."
 _TAGS_TO_WRITE = f"Labels for filtering, each 1-{MAX_TAG_CHARS} printable characters."
 _TAGS_TO_MATCH = "Only memories carrying every one of these tags."
 _METADATA = f"Any JSON object kept with the memory (at most {MAX_METADATA_BYTES:,} bytes as JSON)."
@@ -117,7 +117,7 @@ class SaveMemory(Request):
     tags: list[str] | None = field(_TAGS_TO_WRITE, None, max_items=MAX_TAGS)
     metadata: dict[str, Any] | None = field(_METADATA, None)
     importance: float = field(_IMPORTANCE, DEFAULT_IMPORTANCE, ge=_LOW, le=_HIGH)
-    kind: str | None = field(f"The memory's kind: {_KINDS}; default semantic.", None)
+    kind: str | None = field("The memory's kind; default semantic.", None, enum=KINDS)
 
 
 def _save_request(session: Session, request: SaveMemory) -> curation_pb2.SaveRequest:
@@ -145,19 +145,17 @@ class SearchMemories(Request):
     query: str = field("What you are looking for, in words.", max_length=MAX_QUERY_CHARS)
     scope: str | None = field(_SCOPE_TO_READ, None, max_length=MAX_SCOPE_CHARS)
     tags: list[str] | None = field(_TAGS_TO_MATCH, None, max_items=MAX_TAGS)
-    k: int = field(
-        "How many results at most (the service's HM_SEARCH_MAX_K caps it, 100 by default).", DEFAULT_K, ge=1
-    )
+    k: int = field("How many results at most (HM_SEARCH_MAX_K caps it).", DEFAULT_K, ge=1)
     min_similarity: float | None = field(
-        "Drop results below this cosine similarity unless they contain every query word; 0 disables. "
-        "Default: the server's HM_SEARCH_MIN_SIMILARITY.",
+        "Drop hits below this cosine unless they hold every query word; 0 disables. Default: "
+        "HM_SEARCH_MIN_SIMILARITY.",
         None,
         ge=0,
         le=1,
     )
     relative_cutoff: float | None = field(
-        "Drop results this far below the best hit's similarity unless they contain every query word; "
-        "0 disables. Default: the server's HM_SEARCH_RELATIVE_CUTOFF.",
+        "Drop hits this far below the best hit's cosine unless they hold every query word; 0 disables. "
+        "Default: HM_SEARCH_RELATIVE_CUTOFF.",
         None,
         ge=0,
         le=1,
@@ -169,23 +167,24 @@ class SearchMemories(Request):
     )
     topic_only: bool = field("Return only memories filed under `topic`.", False)
     fusion: str | None = field(
-        "How the semantic and keyword legs combine: adaptive | weighted | boost | rrf, or one leg "
-        "alone: dense | bm25. Unset: the server's HM_FUSION (adaptive unless changed).",
+        "How the semantic and keyword legs combine, or one leg alone (dense, bm25). Unset: the server's "
+        "HM_FUSION.",
         None,
+        enum=FUSIONS,
     )
-    kinds: list[str] | None = field(f"Only memories of these kinds ({_KINDS}).", None)
+    kinds: list[str] | None = field("Only memories of these kinds.", None, enum=KINDS)
     types: list[str] | None = field("Only memories of these types.", None)
     repo: str | None = field("Only memories of this repository.", None)
     since: IsoTime | None = field("Only memories created at or after this time (ISO 8601).", None)
     until: IsoTime | None = field("Only memories created before this time (ISO 8601).", None)
     as_of: IsoTime | None = field("What was true at this instant: the versions valid then (ISO 8601).", None)
     mode: str | None = field(
-        "answer (relevance first, the default) or manager (recency, open tasks first).", None
+        "answer (relevance first, the default) or manager (recency, open tasks first).", None, enum=MODES
     )
     include_archived: bool = field("Include forgotten (archived) memories.", False)
     rerank: bool = field("Re-score the top results with the cross-encoder, when one is configured.", False)
     include_stale: bool = field(_INCLUDE_STALE, False)
-    depth: str = field(_DEPTH, "derived")
+    depth: str = field(_DEPTH, "derived", enum=DEPTHS)
 
 
 async def search(backends: Backends, session: Session, request: SearchMemories) -> dict[str, Any]:
@@ -269,7 +268,7 @@ class ListMemories(Request):
     full: bool = field("Include each memory's content (the body), not only its description.", False)
     offset: int = field("Skip this many memories (the next page).", 0, ge=0)
     as_of: IsoTime | None = field("List what was true at this instant (ISO 8601).", None)
-    kind: list[str] | None = field(f"Only memories of these kinds ({_KINDS}).", None)
+    kind: list[str] | None = field("Only memories of these kinds.", None, enum=KINDS)
     type: list[str] | None = field("Only memories of these types.", None)
     include_stale: bool = field(_INCLUDE_STALE, False)
 
@@ -343,7 +342,7 @@ class GetContext(Request):
         "The repository whose map and rules apply; defaults to this session's project ('' for none).",
         None,
     )
-    mode: str = field("answer, manager or auto (manager without a query, else answer).", "auto")
+    mode: str = field("auto: manager without a query, else answer.", "auto", enum=(*MODES, "auto"))
     thread_id: str = field(
         "The conversation whose recent turns fill the last layer.", "", max_length=MAX_REF_CHARS
     )
@@ -354,7 +353,7 @@ class GetContext(Request):
         None,
     )
     include_stale: bool = field(_INCLUDE_STALE, False)
-    depth: str = field(_DEPTH, "derived")
+    depth: str = field(_DEPTH, "derived", enum=DEPTHS)
 
 
 async def assemble_context(backends: Backends, session: Session, request: GetContext) -> dict[str, Any]:
@@ -405,7 +404,7 @@ class UpdateMemory(Request):
     )
     metadata: dict[str, Any] | None = field(_METADATA + " Replaces the metadata.", None)
     importance: float | None = field(_IMPORTANCE, None, ge=_LOW, le=_HIGH)
-    decay_class: str | None = field("How fast it fades: none | slow | medium | fast.", None)
+    decay_class: str | None = field("How fast it fades.", None, enum=DECAY_CLASSES)
 
 
 async def update(backends: Backends, session: Session, request: UpdateMemory) -> dict[str, Any]:
@@ -436,14 +435,14 @@ def _kept_description(content: str | None, description: str | None, memory: dict
 
 class ForgetMemories(Request):
     scope: str | None = field(
-        "Forget in this scope only; defaults to this session's project.", None, max_length=MAX_SCOPE_CHARS
+        "Forget in this scope only; default: your project.", None, max_length=MAX_SCOPE_CHARS
     )
     tags: list[str] | None = field(_TAGS_TO_MATCH, None, max_items=MAX_TAGS)
     older_than_days: float | None = field(
-        "Not recalled for this many days; default: the server's HM_FORGET_AFTER_DAYS.", None, ge=0
+        "Not recalled for this many days; default: HM_FORGET_AFTER_DAYS.", None, ge=0
     )
     importance_floor: float | None = field(
-        "At most this importance; default: the server's HM_FORGET_IMPORTANCE_FLOOR.", None, ge=_LOW, le=_HIGH
+        "At most this importance; default: HM_FORGET_IMPORTANCE_FLOOR.", None, ge=_LOW, le=_HIGH
     )
     apply: bool = field("Archive them; without it this is a dry run that only reports.", False)
     limit: int = field(
@@ -471,19 +470,18 @@ async def forget(backends: Backends, session: Session, request: ForgetMemories) 
     }
 
 
-_KEPT = "Default: the replaced memory's."
-
-
 class SupersedeMemory(Request):
+    """A correction: every field not given is kept from the memory it replaces."""
+
     memory_id: str = field("The id of the memory this one replaces (a UUID).")
     content: str = field("The corrected fact.", max_length=MAX_CONTENT_CHARS)
-    description: str | None = field(f"A one-line summary. {_KEPT}", None, max_length=MAX_DESCRIPTION_CHARS)
+    description: str | None = field("A one-line summary.", None, max_length=MAX_DESCRIPTION_CHARS)
     scope: str | None = field(_SCOPE_OF_CORRECTION, None, max_length=MAX_SCOPE_CHARS)
-    type: str | None = field(f"{_TYPE} {_KEPT}", None, max_length=MAX_TYPE_CHARS)
-    tags: list[str] | None = field(f"{_TAGS_TO_WRITE} {_KEPT} [] clears them.", None, max_items=MAX_TAGS)
-    metadata: dict[str, Any] | None = field(f"{_METADATA} {_KEPT}", None)
-    importance: float | None = field(f"{_IMPORTANCE} {_KEPT}", None, ge=_LOW, le=_HIGH)
-    kind: str | None = field(f"The memory's kind: {_KINDS}. {_KEPT}", None)
+    type: str | None = field(_TYPE, None, max_length=MAX_TYPE_CHARS)
+    tags: list[str] | None = field(f"{_TAGS_TO_WRITE} [] clears them.", None, max_items=MAX_TAGS)
+    metadata: dict[str, Any] | None = field(_METADATA, None)
+    importance: float | None = field(_IMPORTANCE, None, ge=_LOW, le=_HIGH)
+    kind: str | None = field("The memory's kind.", None, enum=KINDS)
 
 
 async def supersede(backends: Backends, session: Session, request: SupersedeMemory) -> dict[str, Any]:
@@ -513,7 +511,7 @@ async def supersede(backends: Backends, session: Session, request: SupersedeMemo
 
 class DecideTask(Request):
     task_id: str = field("The candidate task's id (a memory id).")
-    decision: str = field("confirm (track it, no expiry) or dismiss (archive it).")
+    decision: str = field("confirm (track it, no expiry) or dismiss (archive it).", enum=TASK_DECISIONS)
 
 
 async def decide_task(backends: Backends, session: Session, request: DecideTask) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import platformdirs
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
@@ -17,6 +17,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 Port = Annotated[int, Field(ge=0, le=65535)]
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+# The MCP tool profiles (gateway/tool_profiles.py): default = the tools of an agent's loop, full = all.
+McpToolProfile = Literal["default", "full"]
 
 DEFAULT_EMBEDDER_PORT = 50051
 DEFAULT_RETRIEVAL_PORT = 50052
@@ -324,6 +326,20 @@ class GatewaySettings(CommonSettings):
     rate_writes_burst: Annotated[int, Field(ge=1, le=1_000_000)] = 600
     rate_searches_per_min: Annotated[float, Field(ge=0, le=1_000_000)] = 1200.0
     rate_searches_burst: Annotated[int, Field(ge=1, le=1_000_000)] = 600
+    # The MCP tools a session lists unless it asks for a profile (X-Hypermnesia-Tools): every
+    # listed schema costs an agent context on every session (gateway/tool_profiles.py).
+    mcp_tools: McpToolProfile = "default"
+
+    @field_validator("mcp_tools", mode="before")
+    @classmethod
+    def _tool_profile(cls, value: Any) -> Any:
+        profile = value.strip().lower() if isinstance(value, str) else value
+        if profile not in get_args(McpToolProfile):
+            raise ValueError(
+                f"{value!r} is not a tool profile; use default (seed 001's tools plus memory_context, "
+                "memory_ask and memory_supersede) or full (every tool and parameter)"
+            )
+        return profile
 
     @field_validator("auth_tokens", mode="before")
     @classmethod

@@ -19,12 +19,17 @@ from services.embedder.onnx_provider import OnnxProvider
 
 
 @asynccontextmanager
-async def mcp_session(url: str, token: str | None, project: str | None = None) -> AsyncIterator[Client]:
+async def mcp_session(
+    url: str, token: str | None, project: str | None = None, tools: str | None = None
+) -> AsyncIterator[Client]:
+    """`tools` names the session's tool profile (X-Hypermnesia-Tools), e.g. "full"."""
     headers = {}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     if project:
         headers["X-Hypermnesia-Project"] = project
+    if tools:
+        headers["X-Hypermnesia-Tools"] = tools
     async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
         async with Client(streamable_http_client(url, http_client=http)) as client:
             yield client

@@ -144,7 +144,7 @@ async def test_no_repo_named_is_the_sessions_project(ctx_stack: Stack) -> None:
     bare = await _context(ctx_stack, query="how do we deploy the payments service?", repo="")
     assert "Project map of" not in bare["layers"]["project"]["text"]
     assert "Never push directly to main" in bare["layers"]["project"]["text"]
-    async with mcp_session(ctx_stack.mcp_url, "alice-token", "ctx") as client:
+    async with mcp_session(ctx_stack.mcp_url, "alice-token", "ctx", tools="full") as client:
         tool = tool_json(await client.call_tool("memory_context", {"query": "how do we deploy?"}))
         assert "Project map of ctx: " in tool["layers"]["project"]["text"]
         overview = tool_json(await client.call_tool("project_map", {}))

@@ -26,8 +26,14 @@ REFUSED = {"task_decide": "task", "proposal_decide": "proposal"}
 Call = Callable[..., Any]
 
 
+# Every tool is called, so every tool is listed: the full profile, asked by the HTTP session's header
+# and by the stdio process's HM_MCP_TOOLS.
 def http_caller(stack: Stack, project: str) -> Call:
-    headers = {"Authorization": "Bearer alice-token", "X-Hypermnesia-Project": project}
+    headers = {
+        "Authorization": "Bearer alice-token",
+        "X-Hypermnesia-Project": project,
+        "X-Hypermnesia-Tools": "full",
+    }
 
     async def call(method: str, tool: str | None = None, **arguments: Any) -> Any:
         return await asyncio.to_thread(inspector.http, stack.mcp_url, headers, method, tool, **arguments)
@@ -43,6 +49,7 @@ def stdio_caller(stack: Stack, project: str) -> Call:
         "HM_RETRIEVAL_ADDRESS": stack.retrieval_address,
         "HM_CURATION_ADDRESS": stack.curation_address,
         "HM_LOG_LEVEL": "WARNING",
+        "HM_MCP_TOOLS": "full",
     }
 
     async def call(method: str, tool: str | None = None, **arguments: Any) -> Any:

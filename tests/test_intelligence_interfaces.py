@@ -130,7 +130,7 @@ async def test_a_week_in_proposals_out_decided_revised_and_asked(stack: Stack) -
             scope,
         )
         assert argo["rationale"] and argo["created_at"].endswith("Z")
-        async with mcp_session(stack.mcp_url, "alice-token", project) as client:
+        async with mcp_session(stack.mcp_url, "alice-token", project, tools="full") as client:
             tools = tool_json(await client.call_tool("proposals_list", {"scope": scope}))
         assert tools == rest
         assert (await cli_json(stack, "proposals", "list", "--scope", scope))["proposals"] == rest
@@ -161,11 +161,11 @@ async def test_a_week_in_proposals_out_decided_revised_and_asked(stack: Stack) -
         assert all(p["hops"] == 1 for p in graph.json()["premises"])
         upward = (await http.get(f"/memories/{argo_a}/evidence")).json()
         assert [d["id"] for d in upward["derived"]] == [derived]
-        async with mcp_session(stack.mcp_url, "alice-token", project) as client:
+        async with mcp_session(stack.mcp_url, "alice-token", project, tools="full") as client:
             assert (
                 tool_json(await client.call_tool("memory_evidence", {"memory_id": derived})) == graph.json()
             )
-        async with mcp_session(stack.mcp_url, "bob-token", "bobs") as client:
+        async with mcp_session(stack.mcp_url, "bob-token", "bobs", tools="full") as client:
             assert tool_json(await client.call_tool("memory_evidence", {"memory_id": derived})) is None
             hidden = await client.call_tool("memory_ask", {"question": "ArgoCD", "scope": scope})
             assert "not granted" in error_text(hidden)
@@ -176,7 +176,7 @@ async def test_a_week_in_proposals_out_decided_revised_and_asked(stack: Stack) -
         assert (
             unexplained.status_code == 400 and "reason is required" in unexplained.json()["error"]["message"]
         )
-        async with mcp_session(stack.mcp_url, "alice-token", project) as client:
+        async with mcp_session(stack.mcp_url, "alice-token", project, tools="full") as client:
             rejected = tool_json(
                 await client.call_tool(
                     "proposal_decide",
@@ -231,7 +231,7 @@ async def test_a_week_in_proposals_out_decided_revised_and_asked(stack: Stack) -
             live = (await http.get(f"/memories/{memory_id}")).json()
             assert live["scope"] == scope and live["archived_at"] is None and "superseded_by" not in live
         assert any("Thursday" in claim["text"] for claim in answer["claims"])
-        async with mcp_session(stack.mcp_url, "alice-token", project) as client:
+        async with mcp_session(stack.mcp_url, "alice-token", project, tools="full") as client:
             tool = tool_json(await client.call_tool("memory_ask", {"question": question, "depth": "derived"}))
         assert tool["depth"] == "derived" and tool["depth_reason"] == "depth derived was asked for"
         assert {c for claim in tool["claims"] for c in claim["citations"]} <= cited | {revised["memory_id"]}
@@ -301,7 +301,7 @@ async def test_an_unrelated_question_is_abstained_on_everywhere(stack: Stack, tm
 
 async def test_schemas_and_bad_requests_say_what_to_do(stack: Stack) -> None:
     alice = _headers("alice-token", "ii-bad")
-    async with mcp_session(stack.mcp_url, "alice-token", "ii-bad") as client:
+    async with mcp_session(stack.mcp_url, "alice-token", "ii-bad", tools="full") as client:
         tools = {t.name: t.input_schema for t in (await client.list_tools()).tools}
         bad_depth = await client.call_tool("memory_ask", {"question": "anything", "depth": "everything"})
         assert "explicit, derived, premises, ancestry, auto" in error_text(bad_depth)

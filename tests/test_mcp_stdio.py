@@ -13,6 +13,7 @@ import httpx
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from gateway.tool_profiles import DEFAULT_TOOLS
 from tests.conftest import TOKENS, Stack
 from tests.helpers import tool_json
 
@@ -38,7 +39,8 @@ async def test_stdio_session_saves_and_searches_in_its_project(stack: Stack) -> 
     )
     async with Client(stdio_client(server)) as client:
         tools = {t.name for t in (await client.list_tools()).tools}
-        assert {"memory_save", "memory_search", "memory_context", "rules_for_path"} <= tools
+        # The server's default profile (HM_MCP_TOOLS unset): a stdio session sends no header.
+        assert tools == DEFAULT_TOOLS
         saved = tool_json(
             await client.call_tool(
                 "memory_save",
@@ -55,12 +57,16 @@ async def test_stdio_session_saves_and_searches_in_its_project(stack: Stack) -> 
             await client.call_tool("memory_search", {"query": "how is the media share exported?"})
         )
         assert found and found[0]["id"] == saved["memory"]["id"]
+        unrelated = {"query": "volcano eruption forecast", "min_similarity": 0.99, "relative_cutoff": 0.0}
+        assert tool_json(await client.call_tool("memory_search", unrelated)) == []
+        # memory_search's topic filter is the full profile's (HM_MCP_TOOLS=full for a stdio process).
         elsewhere = {
             "query": "how is the media share exported?",
             "topic": "no-such-topic",
             "topic_only": True,
         }
-        assert tool_json(await client.call_tool("memory_search", elsewhere)) == []
+        refused = await client.call_tool("memory_search", elsewhere)
+        assert refused.is_error and "HM_MCP_TOOLS=full" in refused.content[0].text
         bad = await client.call_tool("memory_search", {"query": "anything", "k": 0})
         assert bad.is_error and "k must be between 1 and 100" in bad.content[0].text
 

@@ -119,9 +119,15 @@ async def swept(pg_server_url: str, embedder: str, model_cache: Path) -> AsyncIt
     root.addHandler(CAPTURED)
     root.setLevel(logging.DEBUG)
     try:
-        # Rate limits off: the sweep makes hundreds of calls from one principal.
+        # Rate limits off: the sweep makes hundreds of calls from one principal. Every tool and
+        # parameter listed (HM_MCP_TOOLS=full), so that every one is swept.
         async with start_stack(
-            pg_server_url, embedder, model_cache, rate_writes_per_min=0, rate_searches_per_min=0
+            pg_server_url,
+            embedder,
+            model_cache,
+            rate_writes_per_min=0,
+            rate_searches_per_min=0,
+            mcp_tools="full",
         ) as running:
             async with httpx.AsyncClient(base_url=running.base_url, timeout=120) as http:
                 for tenant in (ALICE, BOB):

@@ -241,8 +241,9 @@ async def test_rest_k_out_of_range(stack: Stack, k: int) -> None:
 
 
 async def test_tool_schemas_and_openapi_come_from_one_model(stack: Stack) -> None:
-    """Every tool parameter is described, with its bounds; a REST body and its tool share one schema."""
-    async with mcp_session(stack.mcp_url, "alice-token", "mcp-slice") as client:
+    """Every tool parameter is described, with its bounds; a REST body and its tool (in the full
+    profile, which lists every parameter) share one schema."""
+    async with mcp_session(stack.mcp_url, "alice-token", "mcp-slice", tools="full") as client:
         tools = {t.name: t.input_schema for t in (await client.list_tools()).tools}
     for name, schema in tools.items():
         for parameter, spec in schema.get("properties", {}).items():

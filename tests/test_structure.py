@@ -189,7 +189,7 @@ async def test_unknown_repo_is_not_found_everywhere(mapped: Stack) -> None:
     async with httpx.AsyncClient(base_url=mapped.base_url, headers=ALICE) as http:
         response = await http.get("/map/nowhere/resolve", params={"path": "a.py"})
         assert response.status_code == 404 and "no structure map" in response.json()["error"]["message"]
-    async with mcp_session(mapped.mcp_url, "alice-token", "nowhere") as client:
+    async with mcp_session(mapped.mcp_url, "alice-token", "nowhere", tools="full") as client:
         result = await client.call_tool("project_map", {})
         assert result.is_error and "no structure map is loaded for repo 'nowhere'" in result.content[0].text
 
@@ -294,7 +294,7 @@ async def test_rest_load_read_and_auth(stack: Stack) -> None:
 
 
 async def test_mcp_tools_default_to_the_session_project(mapped: Stack) -> None:
-    async with mcp_session(mapped.mcp_url, "bob-token", "tiers") as client:
+    async with mcp_session(mapped.mcp_url, "bob-token", "tiers", tools="full") as client:
         tools = {t.name for t in (await client.list_tools()).tools}
         assert {"project_map", "rules_for_path"} <= tools
         overview = tool_json(await client.call_tool("project_map", {}))

@@ -130,7 +130,7 @@ async def test_every_update_in_place_is_a_version(stack: Stack, model_cache: Pat
         # The chain itself reads as before: the memory, as it is now.
         assert [(m["id"], m["content"]) for m in rest["lineage"]] == [(memory_id, V4)]
 
-        async with mcp_session(stack.mcp_url, "alice-token", PROJECT) as client:
+        async with mcp_session(stack.mcp_url, "alice-token", PROJECT, tools="full") as client:
             over_mcp = tool_json(await client.call_tool("memory_lineage", {"memory_id": memory_id}))
         assert over_mcp == rest
 
@@ -262,7 +262,7 @@ async def test_a_supersede_keeps_every_field_it_is_not_given(stack: Stack) -> No
         assert {f: new[f] for f in kept_fields} == {f: old[f] for f in kept_fields}
         assert new["supersedes"] == old["id"] and answer["description_may_be_stale"] is True
 
-        async with mcp_session(stack.mcp_url, "alice-token", PROJECT) as client:
+        async with mcp_session(stack.mcp_url, "alice-token", PROJECT, tools="full") as client:
             # Given values win, and an empty list or description given clears what was there.
             cleared = tool_json(
                 await client.call_tool(

@@ -79,6 +79,7 @@ COMMAND_MODULES = (
     "tooling.bench.viz",
     "tooling.bench.consolidation",
     "tooling.bench.replica_lag",
+    "tooling.bench.tools",
     "tooling.commands.structure",
     "tooling.commands.admin",
     "tooling.commands.tokens",
