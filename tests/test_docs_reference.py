@@ -27,6 +27,7 @@ from gateway.app import MCP_PATH, create_app
 from gateway.auth import Authenticator
 from gateway.backends import Backends
 from gateway.mcp_tools import build_mcp
+from gateway.tool_profiles import DEFAULT, DEFAULT_TOOLS
 from hypermnesia.settings import GatewaySettings
 from tooling.cli import build_parser
 
@@ -323,15 +324,20 @@ async def test_tools_doc_lists_every_tool() -> None:
         listed = {tool.name for tool in await mcp.list_tools()}
     finally:
         await backends.close()
-    documented = {
-        match.group(1)
+    profiles = {
+        match.group(1): row[1]
         for row in _table_rows(_sections(TOOLS_DOC.read_text(), "##")["The tools"])
         if (match := re.fullmatch(r"`([a-z_]+)(?:\(.*\))?`", row[0]))
     }
+    documented = set(profiles)
     assert listed - documented == set(), f"tools not in docs/TOOLS.md: {sorted(listed - documented)}"
     assert documented - listed == set(), (
         f"docs/TOOLS.md lists tools that do not exist: {sorted(documented - listed)}"
     )
+    wrong = sorted(
+        name for name, profile in profiles.items() if (profile == DEFAULT) != (name in DEFAULT_TOOLS)
+    )
+    assert not wrong, f"docs/TOOLS.md gives these tools the wrong profile: {wrong}"
 
 
 # --- settings -----------------------------------------------------------------------------------
