@@ -201,7 +201,7 @@ def _check_command_line(line: str) -> str | None:
             node = [c.children[n] for c in node for n in names if n in c.children]
             continue
         flag = word.split("=", 1)[0]
-        if flag.startswith("--") and not all(flag in n.options for n in node):
+        if flag.startswith("--") and flag != "--help" and not all(flag in n.options for n in node):
             return f"{line}: {flag} is not an option of `hypermnesia {' '.join(node[0].path)}`"
     return None
 
