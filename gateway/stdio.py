@@ -38,7 +38,10 @@ async def serve_stdio(settings: GatewaySettings, *, token: str, project: str) ->
         try:
             session = await auth.session(headers)
         except HypermnesiaError as exc:
-            raise StartupError(f"{exc.message} (stdio: set HM_TOKEN, and --project for the project)") from exc
+            raise StartupError(
+                f"{exc.message} (stdio: token from HM_TOKEN, else HM_DATA_DIR/local-token; services at "
+                f"{settings.retrieval_address} and {settings.curation_address}, from HM_*_PORT)"
+            ) from exc
         mcp = build_mcp(backends, auth, settings, stdio_headers=headers)
         # stdout carries the protocol; everything said to a person goes to stderr.
         log.info(

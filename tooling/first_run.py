@@ -17,12 +17,7 @@ from hypermnesia.migrator import migrate
 from hypermnesia.pool import connect_pool
 from hypermnesia.settings import GatewaySettings
 from services.curation import tokens, tokens_repo
-
-TOKEN_FILE = "local-token"
-
-
-def token_path(data_dir: Path) -> Path:
-    return data_dir / TOKEN_FILE
+from tooling.local_token import token_path
 
 
 def local_user() -> str:
