@@ -227,6 +227,7 @@ async def test_two_connected_folders_keep_their_memories_and_the_hooks_see_their
     # The prompt hook connect installed, run as Claude Code runs it in the first folder.
     run = run_installed_hook(started, a, "UserPromptSubmit", {"prompt": PROMPT}, started.token)
     assert run.code == 0, run.err
+    print(f"the prompt hook answered in {run.seconds:.2f} s")
     assert run.seconds < 2.0, run.seconds
     assert FACT_A in run.context, (run.out, run.err)
     assert FACT_B not in run.context
