@@ -13,7 +13,7 @@ from gateway.backends import Backends
 from gateway.fields import IsoTime, Request, field
 from gateway.shaping import caller, hit_json, memory_json, save_json, to_proto, version_json
 from hypermnesia.errors import HypermnesiaError
-from hypermnesia.scopes import PROJECT_PREFIX
+from hypermnesia.scopes import permits
 from hypermnesia.v1 import curation_pb2, retrieval_pb2
 from hypermnesia.validation import (
     IMPORTANCE_RANGE,
@@ -47,6 +47,7 @@ __all__ = [
     "SearchMemories",
     "SupersedeMemory",
     "UpdateMemory",
+    "archive",
     "assemble_context",
     "decide_task",
     "delete",
@@ -126,7 +127,9 @@ def _save_request(session: Session, request: SaveMemory) -> curation_pb2.SaveReq
         curation_pb2.SaveRequest(),
         request,
         caller=caller(session),
-        scope=request.scope or session.project_scope,
+        # Only an omitted scope means the session's project: an empty one is sent as given, for
+        # curation to refuse ("scope is empty"), not quietly saved somewhere the caller did not name.
+        scope=session.project_scope if request.scope is None else request.scope,
     )
 
 
@@ -248,6 +251,14 @@ async def delete(backends: Backends, session: Session, request: MemoryRef) -> di
     return {"deleted": True}
 
 
+async def archive(backends: Backends, session: Session, request: MemoryRef) -> dict[str, Any]:
+    """Archive (forget) one memory by id: soft, like memory_forget's sweep, it leaves search, get
+    and list (list's include_archived shows it) and restore brings it back. Unlike the sweep it
+    spares no core or important memory: it is the one you named."""
+    message = curation_pb2.MemoryRequest(caller=caller(session), id=request.memory_id)
+    return {"archived": True, "memory": memory_json(await backends.call(backends.curation.Archive, message))}
+
+
 async def restore(backends: Backends, session: Session, request: MemoryRef) -> dict[str, Any]:
     """Un-archive a forgotten memory (the inverse of memory_forget); refreshes its access time."""
     message = curation_pb2.MemoryRequest(caller=caller(session), id=request.memory_id)
@@ -333,7 +344,8 @@ class GetContext(Request):
     )
     path: str = field("A file you are about to edit, relative to the repository root: adds its rules.", "")
     repo: str | None = field(
-        "The repository whose map and rules apply; defaults to this session's project.", None
+        "The repository whose map and rules apply; defaults to this session's project ('' for none).",
+        None,
     )
     mode: str = field("answer, manager or auto (manager without a query, else answer).", "auto")
     thread_id: str = field(
@@ -354,9 +366,10 @@ async def assemble_context(backends: Backends, session: Session, request: GetCon
     facts and map, the rules for `path` (a file you are about to edit), relevant memories and
     documents, and recent work — each layer within a token budget, citing memory ids."""
     repo = request.repo
-    if repo is None and request.path:
-        # The session's project is the natural repo of a path being edited.
-        repo = session.project_scope.removeprefix(PROJECT_PREFIX)
+    if repo is None and permits(session.grants, session.project_scope):
+        # The session's project, so its map (tier 0) and a path's rules (tier 1) come without
+        # naming it; not where projects need a grant this token lacks (the map is the project's).
+        repo = session.project_repo
     message = to_proto(
         retrieval_pb2.ContextRequest(),
         request,

@@ -283,11 +283,12 @@ def proposal_json(p: intelligence_pb2.Proposal) -> dict[str, Any]:
 
 
 def ask_json(r: intelligence_pb2.AskResponse) -> dict[str, Any]:
-    """The Dialectic's answer: claims that cite live ids, what the validator dropped and why, the
-    depth used and why, and the evidence the claims were drawn from."""
+    """The Dialectic's answer: claims that cite live ids (or none, and why: `abstained`), what the
+    validator dropped and why, the depth used and why, and the evidence the claims were drawn from."""
     return {
         "mode": r.mode,
         "claims": [{"text": c.text, "citations": list(c.citations)} for c in r.claims],
+        "abstained": r.abstained or None,
         "dropped": [{"text": d.text, "citations": list(d.citations), "reason": d.reason} for d in r.dropped],
         "depth": r.depth,
         "depth_reason": r.depth_reason,

@@ -267,6 +267,12 @@ class CurationSettings(EmbedderClientSettings):
     # local stack starts curation before retrieval). Unset: this machine's HM_RETRIEVAL_PORT.
     retrieval_address: str = ""
     retrieval_port: Port = DEFAULT_RETRIEVAL_PORT
+    # The Dialectic answers only from retrieved memories at least this similar to the question
+    # (cosine, the embedding model's scale: chosen for all-MiniLM-L6-v2 in docs/EVAL.md, "The
+    # Dialectic's abstention"; lexical hits bypass it), and abstains when none is, or none shares a
+    # word of the question's content. dialectic_abstain=false quotes whatever was retrieved.
+    dialectic_min_similarity: Fraction = 0.3
+    dialectic_abstain: bool = True
     # Optional LLM (issue 18): any OpenAI-compatible chat-completions endpoint; unset = every step
     # runs in its deterministic extractive mode.
     llm_base_url: str | None = Field(default=None, description="Base URL ending in /v1.")

@@ -1,10 +1,14 @@
 """The web UI at /ui in a real browser: Debian's headless Chromium driven by playwright-core (npm,
-tests/ui, installed by `make test`) from tests/ui/run.mjs, against the real stack. Alice signs in,
-finds a memory saved through REST on the search page, opens it, sees every version of a memory
-updated in place and every raw-log record of it (the ones `hypermnesia why` lists), approves a
-proposal, and the 3D map
-draws as many nodes as /viz/graph answers, in a screenshot that is not blank; bob never sees
-alice's memories. HM_UI_SCREENSHOTS=1 also rewrites docs/ui-search.png and docs/ui-map.png.
+tests/ui, installed by `make test`) from tests/ui/run.mjs, against the real stack, with every
+request to anything but the gateway aborted (the network unplugged). The sign-in page offers no
+"Sign out"; /docs (Swagger UI) and /redoc render every operation from the gateway's own assets.
+Alice signs in, finds a memory saved through REST on the search page, opens it, sees every version
+of a memory updated in place and every raw-log record of it (the ones `hypermnesia why` lists),
+edits a memory on its page (content, description, tags, importance), sees an edit the API refuses
+answered with its message, archives it, restores it and deletes it after a confirmation, approves a
+proposal, and the 3D map draws as many nodes as /viz/graph answers, in a screenshot that is not
+blank; bob never sees alice's memories. HM_UI_SCREENSHOTS=1 also rewrites docs/ui-search.png and
+docs/ui-map.png.
 
 Missing Node, npm packages or Chromium is a failure with what to install, never a skip."""
 
@@ -145,6 +149,16 @@ async def test_ui_in_headless_chromium(stack: Stack, model_cache: Path) -> None:
             )
             assert response.status_code == 200, response.text
             versions.append(content)
+        # Edited, archived, restored and deleted on its page.
+        editable = await _save(
+            http,
+            alice,
+            content="The community garden opens at 7 on Saturdays",
+            description="garden hours",
+            scope=SCOPE,
+            tags=["garden"],
+            importance=2,
+        )
         bobs = await _save(
             http,
             bob,
@@ -188,6 +202,16 @@ async def test_ui_in_headless_chromium(stack: Stack, model_cache: Path) -> None:
         },
         "bobMemory": {"id": bobs["id"], "query": "marmot in the server room"},
         "versioned": {"id": versioned["id"], "contents": versions, "author": "alice", "records": why_seqs},
+        "editable": {
+            "id": editable["id"],
+            "content": editable["content"],
+            "edited": {
+                "content": "The community garden opens at 8 on Saturdays since May",
+                "description": "garden opening time",
+                "tags": ["garden", "weekend plans"],
+                "importance": 4.5,
+            },
+        },
         "proposal": str(proposal),
         "screenshots": str(ROOT / "docs") if screenshots else None,
     }

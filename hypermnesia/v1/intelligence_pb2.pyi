@@ -262,7 +262,7 @@ class DroppedClaim(_message.Message):
     def __init__(self, text: _Optional[str] = ..., citations: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class AskResponse(_message.Message):
-    __slots__ = ("mode", "claims", "dropped", "depth", "depth_reason", "notes", "evidence")
+    __slots__ = ("mode", "claims", "dropped", "depth", "depth_reason", "notes", "evidence", "abstained")
     MODE_FIELD_NUMBER: _ClassVar[int]
     CLAIMS_FIELD_NUMBER: _ClassVar[int]
     DROPPED_FIELD_NUMBER: _ClassVar[int]
@@ -270,6 +270,7 @@ class AskResponse(_message.Message):
     DEPTH_REASON_FIELD_NUMBER: _ClassVar[int]
     NOTES_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_FIELD_NUMBER: _ClassVar[int]
+    ABSTAINED_FIELD_NUMBER: _ClassVar[int]
     mode: str
     claims: _containers.RepeatedCompositeFieldContainer[Claim]
     dropped: _containers.RepeatedCompositeFieldContainer[DroppedClaim]
@@ -277,4 +278,5 @@ class AskResponse(_message.Message):
     depth_reason: str
     notes: _containers.RepeatedScalarFieldContainer[str]
     evidence: _containers.RepeatedCompositeFieldContainer[GraphNode]
-    def __init__(self, mode: _Optional[str] = ..., claims: _Optional[_Iterable[_Union[Claim, _Mapping]]] = ..., dropped: _Optional[_Iterable[_Union[DroppedClaim, _Mapping]]] = ..., depth: _Optional[str] = ..., depth_reason: _Optional[str] = ..., notes: _Optional[_Iterable[str]] = ..., evidence: _Optional[_Iterable[_Union[GraphNode, _Mapping]]] = ...) -> None: ...
+    abstained: str
+    def __init__(self, mode: _Optional[str] = ..., claims: _Optional[_Iterable[_Union[Claim, _Mapping]]] = ..., dropped: _Optional[_Iterable[_Union[DroppedClaim, _Mapping]]] = ..., depth: _Optional[str] = ..., depth_reason: _Optional[str] = ..., notes: _Optional[_Iterable[str]] = ..., evidence: _Optional[_Iterable[_Union[GraphNode, _Mapping]]] = ..., abstained: _Optional[str] = ...) -> None: ...

@@ -51,7 +51,12 @@ class Intelligence:
                 promote_importance=settings.consolidation_promote_importance,
                 min_age_days=settings.consolidation_min_age_days,
             ),
-            dialectic=Dialectic(pool, settings.retrieval_address, llm),
+            dialectic=Dialectic(
+                pool,
+                settings.retrieval_address,
+                llm,
+                min_similarity=settings.dialectic_min_similarity if settings.dialectic_abstain else None,
+            ),
         )
 
     async def close(self) -> None:

@@ -239,6 +239,15 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
         await self._committed(context)
         return memory_from_row(row)
 
+    async def Archive(
+        self, request: curation_pb2.MemoryRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.Memory:
+        row = await self.c.forgetter.archive_one(
+            request.caller.principal, _grants(request.caller), request.id
+        )
+        await self._committed(context)
+        return memory_from_row(row)
+
     async def Forget(
         self, request: curation_pb2.ForgetRequest, context: grpc.aio.ServicerContext
     ) -> curation_pb2.ForgetResponse:

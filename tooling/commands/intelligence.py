@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import getpass
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -20,6 +21,7 @@ from typing import Annotated, Any, TypeVar
 import grpc
 from pydantic import Field
 
+from hypermnesia.scopes import project_scope_for_root
 from hypermnesia.settings import DEFAULT_CURATION_PORT, CommonSettings, Port
 from hypermnesia.v1 import common_pb2, intelligence_pb2, intelligence_pb2_grpc
 from tooling.console import fail, load_settings
@@ -238,15 +240,17 @@ def cmd_reject(args: argparse.Namespace) -> None:
 def cmd_ask(args: argparse.Namespace) -> None:
     from gateway.shaping import ask_json
 
+    # This folder's project, as the hooks and an MCP session started here name it.
+    scopes = args.scope or [project_scope_for_root(os.getcwd())]
     request = intelligence_pb2.AskRequest(
-        caller=_operator(), question=args.question, scopes=args.scope, depth=args.depth, k=args.k
+        caller=_operator(), question=args.question, scopes=scopes, depth=args.depth, k=args.k
     )
     answer = ask_json(_call(lambda stub, t: stub.Ask(request, timeout=t)))
     if args.json:
         _print_json(answer)
         return
     if not answer["claims"]:
-        print("no claim could be made from memories you may read")
+        print(f"no claim (searched {', '.join(scopes)}): {answer['abstained']}")
     for number, claim in enumerate(answer["claims"], 1):
         print(f"[{number}] {claim['text']}")
         print(f"    cites {', '.join(claim['citations'])}")
@@ -308,7 +312,9 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     p = sub.add_parser("ask", help="answer a question from memory, each claim citing memory ids")
     p.add_argument("question", help="the question, in words")
     p.add_argument(
-        "--scope", action="append", required=True, help="a scope to search (repeatable), e.g. project:my-repo"
+        "--scope",
+        action="append",
+        help="a scope to search (repeatable), e.g. project:my-repo; default this folder's project",
     )
     p.add_argument("--depth", default="auto", choices=DEPTHS, help="recall depth (default auto)")
     p.add_argument("--k", type=int, default=8, help="evidence rows to search for (1-50)")

@@ -22,7 +22,7 @@ from hypermnesia.embedded_pg import resolve_database_url
 from hypermnesia.v1 import common_pb2, curation_pb2, curation_pb2_grpc, retrieval_pb2, retrieval_pb2_grpc
 from tooling.evaluation import datasets
 from tooling.evaluation.metrics import ndcg_at, recall_at, reciprocal_rank
-from tooling.local_stack import create_database, drop_database, embedder_process, local_stack
+from tooling.local_stack import LocalStack, create_database, drop_database, embedder_process, local_stack
 
 LOADERS: dict[str, Callable[[Path], list[datasets.Corpus]]] = {
     "locomo": datasets.load_locomo,
@@ -175,13 +175,15 @@ def _score(
 @dataclass
 class Loaded:
     """A dataset imported into a fresh stack: its corpora, memory id -> doc ref per corpus, the
-    Retrieval stub, and the in-process searcher (the tuner re-scores its candidate pools)."""
+    Retrieval stub, the in-process searcher (the tuner re-scores its candidate pools) and the
+    stack (the abstention eval starts services of other settings over its database)."""
 
     dataset: str
     corpora: list[datasets.Corpus]
     refs: list[dict[str, str]]
     retrieval: retrieval_pb2_grpc.RetrievalStub
     searcher: Any
+    stack: LocalStack
 
 
 @asynccontextmanager
@@ -219,7 +221,9 @@ async def loaded(
                     f"imported {total:,} records in {import_s:.1f} s ({total / import_s:.0f} records/s)",
                     file=sys.stderr,
                 )
-                yield Loaded(dataset, corpora, refs, retrieval_pb2_grpc.RetrievalStub(r_chan), stack.searcher)
+                yield Loaded(
+                    dataset, corpora, refs, retrieval_pb2_grpc.RetrievalStub(r_chan), stack.searcher, stack
+                )
         finally:
             await drop_database(db_url)
             if embedded is not None:  # before the temporary directory under it goes
