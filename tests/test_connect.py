@@ -141,6 +141,7 @@ class HookRun:
     out: str
     err: str
     seconds: float
+    timeout_s: float  # what connect wrote as the hook's timeout
 
     @property
     def context(self) -> str:
@@ -150,19 +151,23 @@ class HookRun:
 
 
 def run_installed_hook(
-    started: Started, folder: Path, event: str, payload: dict[str, Any], token: str
+    started: Started,
+    folder: Path,
+    event: str,
+    payload: dict[str, Any],
+    token: str,
+    *,
+    claude_project_dir: bool = True,
 ) -> HookRun:
-    """The hook command connect wrote for `event`, run as Claude Code runs it: through a shell,
-    with only HOME, a minimal PATH, the user's HM_TOKEN and CLAUDE_PROJECT_DIR, in the folder, the
-    hook JSON on stdin."""
+    """The hook command connect wrote for `event`, run as Claude Code runs it: through a shell under
+    `env -i HOME=... PATH=/usr/bin:/bin HM_TOKEN=...` (plus CLAUDE_PROJECT_DIR, which Claude Code
+    sets, unless `claude_project_dir` is False), in the folder, the hook JSON on stdin. Also returns
+    the timeout connect gave the hook, which Claude Code enforces."""
     settings = json.loads((folder / ".claude" / "settings.local.json").read_text())
-    [command] = [hook["command"] for group in settings["hooks"][event] for hook in group["hooks"]]
-    env = {
-        "HOME": str(started.home),
-        "PATH": "/usr/bin:/bin",
-        "HM_TOKEN": token,
-        "CLAUDE_PROJECT_DIR": str(folder),
-    }
+    [hook] = [hook for group in settings["hooks"][event] for hook in group["hooks"]]
+    variables = [f"HOME={started.home}", "PATH=/usr/bin:/bin", f"HM_TOKEN={token}"]
+    if claude_project_dir:
+        variables.append(f"CLAUDE_PROJECT_DIR={folder}")
     stdin = {
         "session_id": "0f1e2d3c-first-hour",
         "transcript_path": str(started.home / ".claude" / "projects" / "x" / "0f1e2d3c.jsonl"),
@@ -173,15 +178,14 @@ def run_installed_hook(
     }
     began = time.monotonic()
     done = subprocess.run(
-        ["/bin/sh", "-c", command],
+        ["/usr/bin/env", "-i", *variables, "/bin/sh", "-c", hook["command"]],
         cwd=folder,
-        env=env,
         input=json.dumps(stdin),
         capture_output=True,
         text=True,
         timeout=60,
     )
-    return HookRun(done.returncode, done.stdout, done.stderr, time.monotonic() - began)
+    return HookRun(done.returncode, done.stdout, done.stderr, time.monotonic() - began, hook["timeout"])
 
 
 def folders(started: Started) -> tuple[Path, Path]:
@@ -224,11 +228,16 @@ async def test_two_connected_folders_keep_their_memories_and_the_hooks_see_their
     assert all("Frankfurt" not in hit["content"] for hit in found)
     assert saved[b]["id"] in {hit["id"] for hit in found}  # the search ran, on b's own memory
 
-    # The prompt hook connect installed, run as Claude Code runs it in the first folder.
-    run = run_installed_hook(started, a, "UserPromptSubmit", {"prompt": PROMPT}, started.token)
+    # The prompt hook connect installed, run in the first folder exactly as the issue says:
+    # `env -i HOME=... PATH=/usr/bin:/bin HM_TOKEN=...`, cwd the folder, Claude Code's JSON on stdin.
+    # It keeps to its own budget (1.5 s; tests/test_hooks.py holds it to that against a store that never answers);
+    # the bound here is the timeout Claude Code enforces, so a loaded machine cannot fail the test.
+    run = run_installed_hook(
+        started, a, "UserPromptSubmit", {"prompt": PROMPT}, started.token, claude_project_dir=False
+    )
     assert run.code == 0, run.err
     print(f"the prompt hook answered in {run.seconds:.2f} s")
-    assert run.seconds < 2.0, run.seconds
+    assert run.seconds < run.timeout_s, run.seconds
     assert FACT_A in run.context, (run.out, run.err)
     assert FACT_B not in run.context
 
@@ -300,6 +309,13 @@ def test_commands_fail_naming_an_address_nothing_listens_on(started: Started, tm
     print(f"map load against a closed port failed in {time.monotonic() - began:.1f} s")
     done = hm("proposals", "list", env={**started.user, "HM_CURATION_PORT": dead})
     assert done.returncode == 3 and f"cannot reach curation at 127.0.0.1:{dead}" in done.stderr
+    # `hypermnesia mcp` checks its token through curation before serving: it says where it looked.
+    stdio_env = {**started.user, **started.ports, "HM_CURATION_PORT": dead, "HM_TOKEN": started.token}
+    done = subprocess.run(
+        [EXE, "mcp"], env=stdio_env, input="", capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert done.returncode == 1, done.stderr
+    assert "unreachable" in done.stderr and f"curation at 127.0.0.1:{dead}" in done.stderr, done.stderr
 
 
 def test_commands_find_the_stack_that_up_recorded_in_the_data_dir(started: Started) -> None:
