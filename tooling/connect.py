@@ -144,6 +144,9 @@ def connect(args: argparse.Namespace, folder: Path, data_dir: Path) -> None:
         records = _records(record_file)
         mine = records["folders"].setdefault(str(folder), {"edits": []})
         mine["project"] = project
+        # With --user the hooks file serves every folder connected that way: undo reads this to keep
+        # the hooks while another folder still uses them.
+        mine["hooks_file"] = str(hooks_file)
         mine["edits"] += changed
         _save_records(record_file, records)
     _show(edits, dry_run=False)
@@ -162,6 +165,20 @@ def connect(args: argparse.Namespace, folder: Path, data_dir: Path) -> None:
         )
 
 
+def _sharing_folder(records: dict[str, Any], folder: str, hooks_file: str | None) -> str | None:
+    """Another connected folder whose hooks are in `hooks_file`, or None."""
+    if not hooks_file:
+        return None
+    return next(
+        (
+            other
+            for other, rec in records["folders"].items()
+            if other != folder and rec.get("hooks_file") == hooks_file
+        ),
+        None,
+    )
+
+
 def undo(args: argparse.Namespace, folder: Path, data_dir: Path) -> None:
     record_file = data_dir / RECORD_FILE
     records = _records(record_file)
@@ -171,22 +188,34 @@ def undo(args: argparse.Namespace, folder: Path, data_dir: Path) -> None:
             f"{record_file} records no connect of {folder} (connect keeps its record in HM_DATA_DIR: run "
             "--undo with the same HM_DATA_DIR). Nothing was changed"
         )
+    # Hooks this folder added to a file another connected folder uses too (~/.claude/settings.json
+    # with --user) stay, and pass to that folder's record: the last one undone removes them.
+    heir = _sharing_folder(records, str(folder), mine.get("hooks_file"))
+    handed = [r for r in mine["edits"] if heir is not None and r["kind"] == "hooks"]
     by_file: dict[str, list[dict[str, Any]]] = {}
     for record in mine["edits"]:
-        by_file.setdefault(record["path"], []).append(record)
+        if record not in handed:
+            by_file.setdefault(record["path"], []).append(record)
     try:
         edits = [undo_edit(Path(path), recs, WHAT) for path, recs in by_file.items()]
     except ConfigError as exc:
         fail(str(exc), 2)
+    kept = f"the hooks in {mine.get('hooks_file')} stay: {heir} (connected with --user) uses them too"
     if args.dry_run:
         _show(edits, dry_run=True)
+        if handed:
+            print(kept)
         print(f"dry run: would take back what connect added for {folder}; nothing was written")
         return
     for edit in edits:
         edit.apply()
+    if heir is not None and handed:
+        records["folders"][heir]["edits"] += handed
     del records["folders"][str(folder)]
     _save_records(record_file, records)
     _show(edits, dry_run=False)
+    if handed:
+        print(kept)
     print(f"{folder}: disconnected; everything else in those files is as it was")
 
 
