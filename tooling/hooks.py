@@ -22,7 +22,6 @@ import json
 import os
 import re
 import secrets
-import shutil
 import sys
 import threading
 import time
@@ -35,7 +34,6 @@ from urllib.parse import urlencode, urlsplit
 from hypermnesia.addresses import DEFAULT_GATEWAY_PORT
 from hypermnesia.addresses import gateway_url as _gateway_url
 from hypermnesia.scopes import PROJECT_HEADER, FolderProject, folder_project
-from tooling.claude_config import ConfigError, add_hooks, atomic_write
 from tooling.local_token import read_local_token
 
 # Claude Code waits for the hook; whatever the store does, the agent gets an answer in this time.
@@ -128,6 +126,9 @@ def load_state(path: Path) -> dict[str, Any]:
 
 
 def save_state(path: Path, state: dict[str, Any]) -> None:
+    # Imported here, as `install`'s helpers below: the hook imports only what every call needs.
+    from tooling.claude_config import atomic_write
+
     atomic_write(path, json.dumps(state) + "\n")
 
 
@@ -505,7 +506,9 @@ def settings_path(project: bool) -> Path:
 
 def install(path: Path, *, dry_run: bool, out: Any = None) -> int:
     """Merge our hooks into the settings file; 0 when done (or nothing to do), 2 when refused."""
-    from tooling.claude_config import hook_commands
+    import shutil
+
+    from tooling.claude_config import ConfigError, add_hooks, hook_commands
     from tooling.installation import command_words
     from tooling.stack_record import resolve_gateway_url
 
