@@ -157,17 +157,22 @@ def run_installed_hook(
     payload: dict[str, Any],
     token: str,
     *,
-    claude_project_dir: bool = True,
+    exact: bool = False,
+    budget_s: float | None = None,
 ) -> HookRun:
     """The hook command connect wrote for `event`, run as Claude Code runs it: through a shell under
-    `env -i HOME=... PATH=/usr/bin:/bin HM_TOKEN=...` (plus CLAUDE_PROJECT_DIR, which Claude Code
-    sets, unless `claude_project_dir` is False), in the folder, the hook JSON on stdin. Also returns
-    the timeout connect gave the hook, which Claude Code enforces."""
+    `env -i HOME=... PATH=/usr/bin:/bin HM_TOKEN=...`, in the folder, the hook JSON on stdin. Unless
+    `exact`, also CLAUDE_PROJECT_DIR (Claude Code sets it) and HM_HOOK_BUDGET_S=30 (the setting for
+    a gateway that answers slowly: these runs check what the hook shows, not how fast); `budget_s`
+    sets HM_HOOK_BUDGET_S on an exact run."""
     settings = json.loads((folder / ".claude" / "settings.local.json").read_text())
     [hook] = [hook for group in settings["hooks"][event] for hook in group["hooks"]]
     variables = [f"HOME={started.home}", "PATH=/usr/bin:/bin", f"HM_TOKEN={token}"]
-    if claude_project_dir:
-        variables.append(f"CLAUDE_PROJECT_DIR={folder}")
+    if not exact:
+        variables += [f"CLAUDE_PROJECT_DIR={folder}"]
+        budget_s = budget_s or 30
+    if budget_s:
+        variables.append(f"HM_HOOK_BUDGET_S={budget_s:g}")
     stdin = {
         "session_id": "0f1e2d3c-first-hour",
         "transcript_path": str(started.home / ".claude" / "projects" / "x" / "0f1e2d3c.jsonl"),
@@ -186,6 +191,36 @@ def run_installed_hook(
         timeout=60,
     )
     return HookRun(done.returncode, done.stdout, done.stderr, time.monotonic() - began, hook["timeout"])
+
+
+# A hook whose budget ran out says the store is unreachable, once, then stays quiet until it answers
+# (tooling/hooks.py), and exits 0. On a loaded machine starting the interpreter can take most of the
+# 1.5 s, so the prompt is asked again while that is what happened, up to this many times.
+ATTEMPTS = 3
+
+
+def prompt_hook_until_answered(started: Started, folder: Path) -> HookRun:
+    """The prompt hook run exactly as the issue says (`env -i HOME PATH HM_TOKEN`, cwd the folder):
+    every run exits 0 within the timeout connect wrote. While its budget cut it off, it runs again;
+    after ATTEMPTS such runs (a machine too loaded to start Python and answer in 1.5 s), once more
+    with HM_HOOK_BUDGET_S, so that what it shows is still checked; the output says which it was."""
+    for attempt in range(1, ATTEMPTS + 1):
+        run = run_installed_hook(
+            started, folder, "UserPromptSubmit", {"prompt": PROMPT}, started.token, exact=True
+        )
+        assert run.code == 0, run.err
+        assert run.seconds < run.timeout_s, run.seconds
+        print(f"the prompt hook answered in {run.seconds:.2f} s (attempt {attempt})")
+        if run.context and not run.context.startswith("hypermnesia is unreachable"):
+            return run
+    run = run_installed_hook(
+        started, folder, "UserPromptSubmit", {"prompt": PROMPT}, started.token, exact=True, budget_s=30
+    )
+    print(
+        f"cut off by its budget {ATTEMPTS} times; with HM_HOOK_BUDGET_S=30 it answered in {run.seconds:.2f} s"
+    )
+    assert run.code == 0, run.err
+    return run
 
 
 def folders(started: Started) -> tuple[Path, Path]:
@@ -228,16 +263,9 @@ async def test_two_connected_folders_keep_their_memories_and_the_hooks_see_their
     assert all("Frankfurt" not in hit["content"] for hit in found)
     assert saved[b]["id"] in {hit["id"] for hit in found}  # the search ran, on b's own memory
 
-    # The prompt hook connect installed, run in the first folder exactly as the issue says:
-    # `env -i HOME=... PATH=/usr/bin:/bin HM_TOKEN=...`, cwd the folder, Claude Code's JSON on stdin.
-    # It keeps to its own budget (1.5 s; tests/test_hooks.py holds it to that against a store that never answers);
-    # the bound here is the timeout Claude Code enforces, so a loaded machine cannot fail the test.
-    run = run_installed_hook(
-        started, a, "UserPromptSubmit", {"prompt": PROMPT}, started.token, claude_project_dir=False
-    )
-    assert run.code == 0, run.err
-    print(f"the prompt hook answered in {run.seconds:.2f} s")
-    assert run.seconds < run.timeout_s, run.seconds
+    # The prompt hook connect installed, run in the first folder as the issue says. It keeps to its
+    # own budget (1.5 s; tests/test_hooks.py holds it to that against a store that never answers).
+    run = prompt_hook_until_answered(started, a)
     assert FACT_A in run.context, (run.out, run.err)
     assert FACT_B not in run.context
 
@@ -487,7 +515,19 @@ def test_connect_user_writes_the_users_config_for_that_folder_only(started: Star
     assert sorted(p.name for p in folder.iterdir()) == []  # nothing in the folder
     refused = hm("connect", str(folder), "--user", "--project", "x", env=env)
     assert refused.returncode == 2 and "--project" in refused.stderr
+
+    # The user's hooks serve every folder connected with --user: undoing one keeps them for the other.
+    second = tmp_path / "second"
+    second.mkdir()
+    done = hm("connect", str(second), "--user", env=env)
+    assert done.returncode == 0, done.stderr
     done = hm("connect", str(folder), "--user", "--undo", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "stay" in done.stdout and str(second.resolve()) in done.stdout, done.stdout
+    assert str(folder.resolve()) not in json.loads(claude_json.read_text())["projects"]
+    hooks = json.loads((home / ".claude" / "settings.json").read_text())["hooks"]
+    assert [h["command"] for g in hooks["UserPromptSubmit"] for h in g["hooks"]] == [prompt]
+    done = hm("connect", str(second), "--user", "--undo", env=env)
     assert done.returncode == 0, done.stderr
     assert json.loads(claude_json.read_text()) == existing
     assert not (home / ".claude").exists()
