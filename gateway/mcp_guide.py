@@ -9,7 +9,9 @@ from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import Request, field
 from gateway.tool_profiles import DEFAULT_TOOLS, FULL, FULL_ONLY_PARAMETERS
+from hypermnesia.addresses import gateway_url
 from hypermnesia.errors import InvalidArgument
+from hypermnesia.scopes import CONNECT_SERVER, PROJECT_HEADER, PROJECT_PREFIX
 from hypermnesia.settings import GatewaySettings
 
 __all__ = ["SECTIONS", "Guide", "GuideRequest"]
@@ -68,17 +70,26 @@ def _profiles(tools: list[str]) -> str:
     )
 
 
-def _setup(gateway: GatewaySettings) -> dict[str, Any]:
-    url = f"http://{gateway.host}:{gateway.gateway_port}/mcp"
+def _setup(gateway: GatewaySettings, session: Session) -> dict[str, Any]:
+    """How to connect, with this session's project where it has one: the project of a folder is
+    what `hypermnesia connect` records in its .mcp.json, and what its hooks and imports use."""
+    url = f"{gateway_url(gateway.host, gateway.gateway_port)}/mcp"
+    if session.project_source == "default":
+        project = "<the folder's project: `hypermnesia connect` writes it>"
+    else:
+        project = session.project_scope.removeprefix(PROJECT_PREFIX)
     return {
+        "connect": "Run `hypermnesia connect` in the project's folder: it writes the hooks and the mcp_json entry "
+        "below with the folder's project (one project shared by the hooks, MCP, `map load` and `import`), "
+        "and the token as ${HM_TOKEN}, which Claude Code expands from its environment.",
         "claude_code": f'claude mcp add --transport http hypermnesia {url} --header "Authorization: Bearer <token>" '
-        '--header "X-Hypermnesia-Project: <repo-slug>"',
+        f'--header "{PROJECT_HEADER}: {project}"',
         "mcp_json": {
             "mcpServers": {
-                "hypermnesia": {
+                CONNECT_SERVER: {
                     "type": "http",
                     "url": url,
-                    "headers": {"Authorization": "Bearer <token>", "X-Hypermnesia-Project": "<repo-slug>"},
+                    "headers": {"Authorization": "Bearer ${HM_TOKEN}", PROJECT_HEADER: project},
                 }
             }
         },
@@ -91,12 +102,12 @@ def _setup(gateway: GatewaySettings) -> dict[str, Any]:
             }
         },
         # For clients that only spawn servers: `hypermnesia mcp` speaks MCP on stdio and calls the
-        # same services as this gateway.
+        # same services as this gateway (token: HM_TOKEN, else the first-run token file).
         "stdio": {
             "mcpServers": {
                 "hypermnesia": {
                     "command": "hypermnesia",
-                    "args": ["mcp", "--project", "<repo-slug>"],
+                    "args": ["mcp", "--project", project],
                     "env": {
                         "HM_TOKEN": "<token>",
                         "HM_RETRIEVAL_ADDRESS": gateway.retrieval_address,
@@ -129,12 +140,12 @@ class Guide:
         if session.project_source == "default":
             warnings.append(
                 "No X-Hypermnesia-Project header and no workspace root: this session uses the shared 'default' "
-                "scope, so projects are "
-                "not isolated. Add the header per project (see setup.mcp_json)."
+                "scope, so projects are not isolated. Run `hypermnesia connect` in each project's folder: it "
+                "writes the X-Hypermnesia-Project header its hooks use too (see setup.connect)."
             )
         out: dict[str, Any] = {
             "claude_md": _claude_md(self.tool_names, settings),
-            "setup": _setup(self.gateway),
+            "setup": _setup(self.gateway, session),
             "session": {
                 "principal": session.principal.id,
                 "project_scope": session.project_scope,

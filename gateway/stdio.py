@@ -38,7 +38,11 @@ async def serve_stdio(settings: GatewaySettings, *, token: str, project: str) ->
         try:
             session = await auth.session(headers)
         except HypermnesiaError as exc:
-            raise StartupError(f"{exc.message} (stdio: set HM_TOKEN, and --project for the project)") from exc
+            raise StartupError(
+                f"{exc.message} (stdio: the token is HM_TOKEN, else HM_DATA_DIR/local-token; retrieval at "
+                f"{settings.retrieval_address}, curation at {settings.curation_address}, from HM_*_PORT or the "
+                "`hypermnesia up` running on HM_DATA_DIR)"
+            ) from exc
         mcp = build_mcp(backends, auth, settings, stdio_headers=headers)
         # stdout carries the protocol; everything said to a person goes to stderr.
         log.info(

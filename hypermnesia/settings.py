@@ -15,15 +15,35 @@ import platformdirs
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from hypermnesia.addresses import (
+    DEFAULT_CURATION_PORT,
+    DEFAULT_EMBEDDER_PORT,
+    DEFAULT_GATEWAY_PORT,
+    DEFAULT_RETRIEVAL_PORT,
+    DEFAULT_SERVICE_PORTS,
+    local_address,
+)
+
+__all__ = [
+    "DEFAULT_CURATION_PORT",
+    "DEFAULT_EMBEDDER_PORT",
+    "DEFAULT_GATEWAY_PORT",
+    "DEFAULT_RETRIEVAL_PORT",
+    "CommonSettings",
+    "CurationSettings",
+    "EmbedderClientSettings",
+    "EmbedderSettings",
+    "GatewaySettings",
+    "Port",
+    "RetrievalSettings",
+    "default_data_dir",
+    "describe_settings_error",
+]
+
 Port = Annotated[int, Field(ge=0, le=65535)]
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 # The MCP tool profiles (gateway/tool_profiles.py): default = the tools of an agent's loop, full = all.
 McpToolProfile = Literal["default", "full"]
-
-DEFAULT_EMBEDDER_PORT = 50051
-DEFAULT_RETRIEVAL_PORT = 50052
-DEFAULT_CURATION_PORT = 50053
-DEFAULT_GATEWAY_PORT = 8765
 
 
 def default_data_dir() -> Path:
@@ -55,6 +75,22 @@ class CommonSettings(BaseSettings):
     # The embedded Postgres's buffer cache; 0 = a quarter of the machine's memory, at most 4 GiB
     # (hypermnesia/embedded_pg.py). Applies when that server starts; not to HM_DATABASE_URL's server.
     pg_shared_buffers_mb: Annotated[int, Field(ge=0, le=1_048_576)] = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _addresses_follow_ports(cls, data: Any) -> Any:
+        """An unset HM_<SERVICE>_ADDRESS is HM_HOST:HM_<SERVICE>_PORT as dialled from this machine,
+        so a process started with the same HM_*_PORT as `up` reaches that stack, not the default
+        ports. Each class that dials a service declares both fields."""
+        if not isinstance(data, dict):
+            return data
+        for service, default_port in DEFAULT_SERVICE_PORTS.items():
+            address, port = f"{service}_address", f"{service}_port"
+            if address in cls.model_fields and not str(data.get(address) or "").strip():
+                data[address] = local_address(
+                    str(data.get("host") or "127.0.0.1"), data.get(port, default_port)
+                )
+        return data
 
     @field_validator("database_url")
     @classmethod
@@ -144,8 +180,10 @@ class EmbedderSettings(CommonSettings):
 class EmbedderClientSettings(CommonSettings):
     """For the services that call the embedder."""
 
-    # Comma-separated host:port list, or one DNS name; calls are spread round robin.
-    embedder_address: str = f"127.0.0.1:{DEFAULT_EMBEDDER_PORT}"
+    # Comma-separated host:port list, or one DNS name; calls are spread round robin. Unset: this
+    # machine's HM_EMBEDDER_PORT.
+    embedder_address: str = ""
+    embedder_port: Port = DEFAULT_EMBEDDER_PORT
     embed_timeout_ms: Annotated[int, Field(gt=0, le=600_000)] = 300
 
 
@@ -232,8 +270,9 @@ class CurationSettings(EmbedderClientSettings):
     # so a search of that scope alone need not walk every other scope's rows; 0 = never.
     scope_graph_rows: Annotated[int, Field(ge=0, le=1_000_000_000)] = 5_000
     # The Dialectic searches through the retrieval service (connected on first use, since the
-    # local stack starts curation before retrieval).
-    retrieval_address: str = f"127.0.0.1:{DEFAULT_RETRIEVAL_PORT}"
+    # local stack starts curation before retrieval). Unset: this machine's HM_RETRIEVAL_PORT.
+    retrieval_address: str = ""
+    retrieval_port: Port = DEFAULT_RETRIEVAL_PORT
     # The Dialectic answers only from retrieved memories at least this similar to the question
     # (cosine, the embedding model's scale: chosen for all-MiniLM-L6-v2 in docs/EVAL.md, "The
     # Dialectic's abstention"; lexical hits bypass it), and abstains when none is, or none shares a
@@ -250,7 +289,7 @@ class CurationSettings(EmbedderClientSettings):
     # Tokens per UTC day (the responses' `usage`); a spent budget falls back to extractive.
     llm_daily_tokens: Annotated[int, Field(ge=0, le=1_000_000_000)] = 200_000
     # Signed checkpoints of the raw log's head (services/curation/checkpoints.py): the Ed25519 key
-    # lives outside the database (default: checkpoint-key.pem in the user's config dir); curation
+    # lives outside the database (default: checkpoint-key.pem in HM_DATA_DIR); curation
     # writes one to HM_CHECKPOINT_DIR every HM_CHECKPOINT_HOURS (0 = off).
     checkpoint_key: Path | None = None
     checkpoint_dir: Path | None = None
@@ -298,8 +337,11 @@ class CurationSettings(EmbedderClientSettings):
 
 class GatewaySettings(CommonSettings):
     gateway_port: Port = DEFAULT_GATEWAY_PORT
-    retrieval_address: str = f"127.0.0.1:{DEFAULT_RETRIEVAL_PORT}"
-    curation_address: str = f"127.0.0.1:{DEFAULT_CURATION_PORT}"
+    # Unset: this machine's HM_RETRIEVAL_PORT / HM_CURATION_PORT (see _addresses_follow_ports).
+    retrieval_address: str = ""
+    retrieval_port: Port = DEFAULT_RETRIEVAL_PORT
+    curation_address: str = ""
+    curation_port: Port = DEFAULT_CURATION_PORT
     rpc_timeout_s: Annotated[float, Field(gt=0, le=600)] = 15.0
     # NoDecode: the validator below parses the JSON itself, so an empty value means no tokens.
     # repr=False: a settings object printed or logged must not carry the tokens.

@@ -143,7 +143,7 @@ async def test_scheduled_checkpoints_land_in_the_folder(
 ) -> None:
     key = tmp_path / "sched.pem"
     task = asyncio.create_task(
-        checkpoints.run_schedule(stack.pool, tmp_path / "cps", 0.0001, key)  # every 0.36 s
+        checkpoints.run_schedule(stack.pool, tmp_path / "cps", 0.0001, key, tmp_path)  # every 0.36 s
     )
     try:
         for _ in range(100):
@@ -159,5 +159,5 @@ async def test_scheduled_checkpoints_land_in_the_folder(
     ok = await hm(stack, model_cache, key, "verify", "--checkpoint", *map(str, written))
     assert ok.code == 0, ok.err
     # 0 hours is off: the schedule returns at once, writing nothing.
-    await asyncio.wait_for(checkpoints.run_schedule(stack.pool, tmp_path / "none", 0, key), 5)
+    await asyncio.wait_for(checkpoints.run_schedule(stack.pool, tmp_path / "none", 0, key, tmp_path), 5)
     assert not (tmp_path / "none").exists()

@@ -73,7 +73,7 @@ class Run:
 
 
 def hook_env(state: Path, url: str, token: str | None, data_dir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HM_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HM_") and k != "CLAUDE_PROJECT_DIR"}
     env.update(
         PYTHONPATH=str(ROOT),
         HM_GATEWAY_URL=url,
@@ -380,11 +380,20 @@ async def test_outage_is_announced_once_and_its_end_once(
 
 # --- hook install ---------------------------------------------------------------------------------
 
-OURS = {
-    "SessionStart": "hypermnesia hook session-start",
-    "PreToolUse": "hypermnesia hook pre-edit",
-    "UserPromptSubmit": "hypermnesia hook prompt",
-}
+EVENTS = {"SessionStart": "session-start", "PreToolUse": "pre-edit", "UserPromptSubmit": "prompt"}
+
+
+def ours(home: Path) -> dict[str, str]:
+    """The commands `hook install` writes for a user whose home is `home` (no HM_* set): this
+    installation's executable by its absolute path, the default gateway and data dir."""
+    exe = Path(sys.executable).parent / "hypermnesia"
+    data = home / ".local" / "share" / "hypermnesia"
+    return {
+        event: f"{exe} hook {name} --gateway http://127.0.0.1:8765 --data-dir {data}"
+        for event, name in EVENTS.items()
+    }
+
+
 EXISTING = {
     "model": "opus",
     "permissions": {"allow": ["Bash(make test)"], "deny": ["Read(./.env)"]},
@@ -400,6 +409,7 @@ EXISTING = {
 def install(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HM_")}
     env.update(HOME=str(home), PYTHONPATH=str(ROOT))
+    env.pop("XDG_DATA_HOME", None)
     return subprocess.run(
         [sys.executable, "-m", "tooling.hooks", "install", *args],
         cwd=cwd or home,
@@ -422,14 +432,15 @@ def test_install_keeps_every_existing_entry_and_is_idempotent(tmp_path: Path) ->
 
     result = install(tmp_path)
     assert result.returncode == 0, result.stderr
+    expected = ours(tmp_path)
     settings = json.loads(path.read_text())
     for key in ("model", "permissions", "env"):
         assert settings[key] == EXISTING[key]
-    assert commands(settings, "PreToolUse") == ["~/bin/check-bash", OURS["PreToolUse"]]
+    assert commands(settings, "PreToolUse") == ["~/bin/check-bash", expected["PreToolUse"]]
     assert settings["hooks"]["PreToolUse"][0]["matcher"] == "Bash"
     assert settings["hooks"]["PreToolUse"][1]["matcher"] == "Edit|Write|MultiEdit"
-    assert commands(settings, "SessionStart") == ["echo hello", OURS["SessionStart"]]
-    assert commands(settings, "UserPromptSubmit") == [OURS["UserPromptSubmit"]]
+    assert commands(settings, "SessionStart") == ["echo hello", expected["SessionStart"]]
+    assert commands(settings, "UserPromptSubmit") == [expected["UserPromptSubmit"]]
     assert settings["hooks"]["Stop"] == EXISTING["hooks"]["Stop"]
     assert (tmp_path / ".claude" / "settings.json.bak").read_text() == original
 
@@ -446,12 +457,13 @@ def test_install_dry_run_prints_a_diff_and_writes_nothing(tmp_path: Path) -> Non
     path.write_text(original)
     result = install(tmp_path, "--dry-run")
     assert result.returncode == 0, result.stderr
+    expected = ours(tmp_path)
     assert result.stdout.startswith(f"--- {path}")
     added = [
         line for line in result.stdout.splitlines() if line.startswith("+") and not line.startswith("+++")
     ]
-    assert any(OURS["PreToolUse"] in line for line in added)
-    assert any(OURS["UserPromptSubmit"] in line for line in added)
+    assert any(expected["PreToolUse"] in line for line in added)
+    assert any(expected["UserPromptSubmit"] in line for line in added)
     assert not any(line.startswith("-") and "check-bash" in line for line in result.stdout.splitlines())
     assert path.read_text() == original
     assert sorted(p.name for p in path.parent.iterdir()) == ["settings.json"]
@@ -463,11 +475,33 @@ def test_install_project_creates_the_file_in_the_folder(tmp_path: Path) -> None:
     project.mkdir()
     result = install(home, "--project", cwd=project)
     assert result.returncode == 0, result.stderr
-    settings = json.loads((project / ".claude" / "settings.json").read_text())
-    assert {event: commands(settings, event) for event in OURS} == {
-        event: [cmd] for event, cmd in OURS.items()
+    expected = ours(home)
+    # The commands name this machine's paths: the folder's personal settings, not the shared ones.
+    settings = json.loads((project / ".claude" / "settings.local.json").read_text())
+    assert not (project / ".claude" / "settings.json").exists()
+    assert {event: commands(settings, event) for event in expected} == {
+        event: [cmd] for event, cmd in expected.items()
     }
     assert not (home / ".claude").exists()
+
+
+def test_install_replaces_an_older_command_of_ours_and_keeps_the_rest(tmp_path: Path) -> None:
+    """An earlier install wrote `hypermnesia hook prompt` by name, which Claude Code's PATH does not
+    find (exit 127 on every prompt): install puts this installation's command in its place."""
+    path = tmp_path / ".claude" / "settings.json"
+    path.parent.mkdir()
+    old = {
+        "hooks": {
+            "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "hypermnesia hook prompt"}]}]
+        }
+    }
+    path.write_text(json.dumps(old))
+    result = install(tmp_path)
+    assert result.returncode == 0, result.stderr
+    settings = json.loads(path.read_text())
+    assert {event: commands(settings, event) for event in EVENTS} == {
+        event: [cmd] for event, cmd in ours(tmp_path).items()
+    }
 
 
 def test_install_refuses_a_settings_file_that_is_not_json(tmp_path: Path) -> None:

@@ -342,7 +342,7 @@ async def test_schemas_and_bad_requests_say_what_to_do(stack: Stack) -> None:
         sock.bind(("127.0.0.1", 0))
         nobody = f"127.0.0.1:{sock.getsockname()[1]}"
     code, out, err = await cli(stack, "proposals", "list", "--json", env={"HM_CURATION_ADDRESS": nobody})
-    assert code == 3 and out == "" and f"cannot reach the curation service at {nobody}" in err
+    assert code == 3 and out == "" and f"cannot reach curation at {nobody}" in err
     assert "hypermnesia up" in err
     code, _out, err = await cli(stack, "proposals", "reject", str(uuid.uuid4()))
     assert code == 2 and "--reason" in err

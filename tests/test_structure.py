@@ -371,11 +371,7 @@ async def test_cli_map_load(stack: Stack, tmp_path: Path) -> None:
     code, out, err = await run_cli(
         "map", "load", str(example), "--repo", "hypermnesia", curation_address=f"127.0.0.1:{free_port()}"
     )
-    assert (
-        code == 3
-        and "cannot reach the curation service at 127.0.0.1:" in err
-        and "HM_CURATION_ADDRESS" in err
-    )
+    assert code == 3 and "cannot reach curation at 127.0.0.1:" in err and "HM_CURATION_ADDRESS" in err
 
     code, out, err = await run_cli(
         "map", "load", str(tmp_path / "absent.yaml"), "--repo", "x", curation_address=stack.curation_address

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -18,67 +16,9 @@ import psutil
 import pytest
 
 from tests.conftest import TOKENS, free_port
-from tests.helpers import mcp_session, tool_json
+from tests.helpers import UpProcess, mcp_session, tool_json
 
 pytestmark = pytest.mark.timeout(420)
-
-
-class UpProcess:
-    """A `hypermnesia up` child with its output collected line by line."""
-
-    def __init__(self, env: dict[str, str]) -> None:
-        self.lines: list[str] = []
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hypermnesia", "up"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in iter(self.proc.stdout.readline, b""):
-            self.lines.append(raw.decode(errors="replace").rstrip())
-
-    def wait_for(self, pattern: str, timeout_s: float) -> str:
-        deadline = time.monotonic() + timeout_s
-        seen = 0
-        while time.monotonic() < deadline:
-            for line in self.lines[seen:]:
-                if re.search(pattern, line):
-                    return line
-            seen = len(self.lines)
-            if self.proc.poll() is not None and seen == len(self.lines):
-                time.sleep(0.2)
-                if not any(re.search(pattern, x) for x in self.lines):
-                    raise AssertionError(
-                        f"up exited ({self.proc.returncode}) before {pattern!r}:\n" + self.output()
-                    )
-            time.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {pattern!r}:\n" + self.output())
-
-    def output(self) -> str:
-        return "\n".join(self.lines[-60:])
-
-    def children(self) -> dict[str, psutil.Process]:
-        found = {}
-        for child in psutil.Process(self.proc.pid).children():
-            cmd = child.cmdline()
-            if "serve" in cmd:
-                found[cmd[cmd.index("serve") + 1]] = child
-        return found
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                return self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                raise
-        return self.proc.returncode
 
 
 def stack_env(data_dir: Path) -> dict[str, str]:

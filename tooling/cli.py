@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
-from hypermnesia.settings import (
-    CurationSettings,
-    EmbedderSettings,
-    GatewaySettings,
-    RetrievalSettings,
-)
-from tooling.console import configure_logging, fail, load_settings, run_async
+# No module-level import of the settings (pydantic) or the services: `hypermnesia hook` runs on
+# every prompt within a 1.5 s budget and needs neither; each command imports what it uses.
 
 SERVICES = ("embedder", "retrieval", "curation", "gateway")
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
+    from hypermnesia.settings import CurationSettings, EmbedderSettings, GatewaySettings, RetrievalSettings
+    from tooling.console import configure_logging, load_settings, run_async
+
     if args.service == "embedder":
         from services.embedder.server import serve as embedder_serve
 
@@ -47,14 +46,28 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
 def cmd_mcp(args: argparse.Namespace) -> None:
     from gateway.stdio import serve_stdio
+    from hypermnesia.scopes import project_name_for_root
+    from hypermnesia.settings import GatewaySettings
+    from tooling.console import configure_logging, load_settings, run_async
+    from tooling.local_token import read_local_token
+    from tooling.stack_record import resolve_addresses
 
-    settings = load_settings(GatewaySettings)
+    settings = resolve_addresses(load_settings(GatewaySettings))
     configure_logging(settings.log_level)  # to stderr: stdout carries the protocol
-    run_async(lambda: serve_stdio(settings, token=settings.token, project=args.project))
+    # As the hooks do: HM_TOKEN, else the first run's token kept in HM_DATA_DIR.
+    token = settings.token or read_local_token(settings.data_dir)
+    project = args.project
+    # Claude Code tells a stdio server its project folder this way (it answers no roots/list).
+    claude_dir = os.environ.get("CLAUDE_PROJECT_DIR", "").strip()
+    if not project and claude_dir:
+        project = project_name_for_root(os.path.abspath(claude_dir))
+    run_async(lambda: serve_stdio(settings, token=token, project=project))
 
 
 def cmd_up(args: argparse.Namespace) -> None:
     from hypermnesia.errors import StartupError
+    from hypermnesia.settings import CurationSettings, EmbedderSettings, GatewaySettings, RetrievalSettings
+    from tooling.console import configure_logging, fail, load_settings
     from tooling.up import StackSettings, run_stack
 
     # Every service's settings are checked here, before the database or any child starts.
@@ -71,6 +84,24 @@ def cmd_up(args: argparse.Namespace) -> None:
         fail(str(exc))
 
 
+UP_VARIABLES = """\
+main variables (HM_*; a command run with the same values reaches this stack):
+  HM_DATA_DIR            the embedded Postgres, the model cache, the first-run token
+                         (local-token), the hook state and the checkpoint key (default:
+                         ~/.local/share/hypermnesia)
+  HM_DATABASE_URL        use this Postgres (with pgvector) instead of the embedded one
+  HM_HOST                bind address of every service (default 127.0.0.1)
+  HM_GATEWAY_PORT        MCP + REST + the web UI (default 8765)
+  HM_EMBEDDER_PORT, HM_RETRIEVAL_PORT, HM_CURATION_PORT
+                         the gRPC services (default 50051, 50052, 50053); each has a
+                         _METRICS_PORT too (9101, 9102, 9103)
+  HM_AUTH_TOKENS         tokens as JSON; with none, the first run makes one for you
+  HM_REQUIRE_AUTH        false: every caller is anonymous with every scope
+  HM_LLM_BASE_URL, HM_LLM_MODEL
+                         an OpenAI-compatible endpoint for the Dreamer and the Dialectic
+  HM_LOG_LEVEL           DEBUG, INFO (default), WARNING, ERROR
+"""
+
 # Each area adds its own subcommands (admin, eval, bench, ...) through `register(subparsers)`.
 COMMAND_MODULES = (
     "tooling.commands.embedder",
@@ -85,6 +116,7 @@ COMMAND_MODULES = (
     "tooling.commands.tokens",
     "tooling.commands.intelligence",
     "tooling.hooks",
+    "tooling.connect",
 )
 
 
@@ -101,14 +133,27 @@ def build_parser(*, areas: bool = True) -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run one service in the foreground")
     serve.add_argument("service", choices=SERVICES)
     serve.set_defaults(func=cmd_serve)
-    up = sub.add_parser("up", help="run the whole stack on this machine (embedded Postgres if needed)")
+    up = sub.add_parser(
+        "up",
+        help="run the whole stack on this machine (embedded Postgres if needed)",
+        description="Run the whole stack on this machine: the embedded Postgres (unless "
+        "HM_DATABASE_URL is set) and the embedder, curation, retrieval and gateway services, "
+        "supervised. Every setting is an HM_* environment variable (README.md, Settings).",
+        epilog=UP_VARIABLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     up.set_defaults(func=cmd_up)
     mcp = sub.add_parser(
         "mcp",
-        help="MCP over stdio for clients that spawn their servers (token in HM_TOKEN); needs the "
-        "retrieval and curation services running (hypermnesia up)",
+        help="MCP over stdio for clients that spawn their servers (token: HM_TOKEN, else the "
+        "first-run token); needs the stack running (hypermnesia up, same HM_* settings)",
     )
-    mcp.add_argument("--project", default="", help="project slug: memories go to project:<slug>")
+    mcp.add_argument(
+        "--project",
+        default="",
+        help="project slug: memories go to project:<slug> (default: the project of $CLAUDE_PROJECT_DIR, "
+        "else the client's workspace root)",
+    )
     mcp.set_defaults(func=cmd_mcp)
     bench = sub.add_parser("bench", help="benchmarks that print a table")
     bench_sub = bench.add_subparsers(dest="bench", required=True)

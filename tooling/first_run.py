@@ -1,7 +1,7 @@
 """A first run that connects: with no token configured anywhere, `up` makes one for the local user.
 
 The token is stored in the database like any `hypermnesia token create` token (its sha256 only) and
-its text in HM_DATA_DIR/local-token (mode 0600), where `hypermnesia hook` and a person find it. It
+its text in HM_DATA_DIR/local-token (mode 0600), where the hooks, `hypermnesia mcp` and a person find it. It
 acts as the OS user, granted `user:<name>`, `shared` and every project (`project:*`). `up` prints it
 once, with the `claude mcp add` line and a `.mcp.json` snippet; later starts say where it is.
 """
@@ -13,16 +13,12 @@ import json
 import os
 from pathlib import Path
 
+from hypermnesia.addresses import gateway_url
 from hypermnesia.migrator import migrate
 from hypermnesia.pool import connect_pool
 from hypermnesia.settings import GatewaySettings
 from services.curation import tokens, tokens_repo
-
-TOKEN_FILE = "local-token"
-
-
-def token_path(data_dir: Path) -> Path:
-    return data_dir / TOKEN_FILE
+from tooling.local_token import token_path
 
 
 def local_user() -> str:
@@ -43,18 +39,20 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def connect_lines(gateway: GatewaySettings, token: str) -> list[str]:
-    """How to connect Claude Code (and any .mcp.json client) with this token."""
-    host = "127.0.0.1" if gateway.host in ("0.0.0.0", "::", "") else gateway.host
-    url = f"http://{host}:{gateway.gateway_port}/mcp"
+    """How to connect Claude Code with this token: one project folder in one step (`connect`), or
+    by hand. A folder's .mcp.json may be committed, so its entry names the token as ${HM_TOKEN}."""
+    url = f"{gateway_url(gateway.host, gateway.gateway_port)}/mcp"
     snippet = {
         "mcpServers": {
-            "hypermnesia": {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {token}"}}
+            "hypermnesia": {"type": "http", "url": url, "headers": {"Authorization": "Bearer ${HM_TOKEN}"}}
         }
     }
     return [
         "Connect Claude Code:",
+        "  hypermnesia connect /path/to/project    (hooks + MCP entry, with the folder's project)",
+        "or for every folder:",
         f'  claude mcp add --transport http hypermnesia {url} --header "Authorization: Bearer {token}"',
-        "or put this in a project's .mcp.json:",
+        "or in a project's .mcp.json (Claude Code expands ${HM_TOKEN} from its environment):",
         "  " + json.dumps(snippet),
     ]
 

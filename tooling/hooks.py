@@ -3,34 +3,38 @@
 A hook reads Claude Code's hook JSON on stdin and prints what to inject as Claude Code's JSON hook
 output (`hookSpecificOutput.additionalContext`), or nothing. Memory is an enhancement, never a gate:
 a hook always exits 0, whatever happens, and answers within BUDGET_S seconds; a slow
-store is cut off. An outage is announced once (state in a small file under the user's cache dir) and
-its end once. Recalled text is fenced as data behind a per-call random nonce it cannot forge.
+store is cut off. An outage is announced once (state in a small file in HM_DATA_DIR) and its end
+once. Recalled text is fenced as data behind a per-call random nonce it cannot forge.
 
-The project and repo come from the hook's `cwd` exactly as from an MCP workspace root
-(`project_name_for_root`), so a hook and an MCP session in the same folder share one project.
+The project (and the repo of its map) is the project of the hook's folder, CLAUDE_PROJECT_DIR as
+Claude Code sets it, by the one rule (`folder_project`): the MCP entry `connect` wrote there, an
+MCP root of that folder, `map load` and `import` run there all name the same project.
+
+The commands `connect` and `hook install` write carry `--gateway URL --data-dir DIR` (this stack's),
+since a hook runs with Claude Code's environment, not the one `up` was started from.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import difflib
 import json
 import os
 import re
 import secrets
-import shutil
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode, urlsplit
 
-from hypermnesia.scopes import project_name_for_root
+from hypermnesia.addresses import DEFAULT_GATEWAY_PORT
+from hypermnesia.addresses import gateway_url as _gateway_url
+from hypermnesia.scopes import PROJECT_HEADER, FolderProject, folder_project
+from tooling.local_token import read_local_token
 
 # Claude Code waits for the hook; whatever the store does, the agent gets an answer in this time.
 BUDGET_S = 1.5
@@ -39,8 +43,8 @@ MARGIN_S = 0.15
 # A floor so a slow interpreter start still leaves the store a chance to answer on loopback.
 MIN_NETWORK_S = 0.1
 MAX_PROMPT_CHARS = 4_000
-DEFAULT_URL = "http://127.0.0.1:8765"
-PROJECT_HEADER = "X-Hypermnesia-Project"
+DEFAULT_URL = _gateway_url("127.0.0.1", DEFAULT_GATEWAY_PORT)
+STATE_FILE = "hook-state.json"
 
 UNREACHABLE = "hypermnesia is unreachable: memory is off until it returns"
 BACK = "hypermnesia is reachable again: memory is back on"
@@ -69,12 +73,7 @@ def gateway_url(env: Mapping[str, str]) -> str:
     port = env.get("HM_GATEWAY_PORT", "").strip()
     if not host and not port:
         return DEFAULT_URL
-    # A server bound to every interface is reached on loopback from this machine.
-    if host in ("", "0.0.0.0", "::"):
-        host = "127.0.0.1"
-    if ":" in host and not host.startswith("["):
-        host = f"[{host}]"
-    return f"http://{host}:{port or '8765'}"
+    return _gateway_url(host, port or DEFAULT_GATEWAY_PORT)
 
 
 def data_dir(env: Mapping[str, str]) -> Path:
@@ -89,26 +88,25 @@ def data_dir(env: Mapping[str, str]) -> Path:
 def token(env: Mapping[str, str]) -> str:
     """HM_TOKEN, else the token the first run wrote to $HM_DATA_DIR/local-token, else ''."""
     value = env.get("HM_TOKEN", "").strip()
-    if value:
-        return value
-    try:
-        text = (data_dir(env) / "local-token").read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return ""
-    if text.startswith("{"):
-        with contextlib.suppress(ValueError, AttributeError):
-            return str(json.loads(text).get("token", "")).strip()
-        return ""
-    return text.splitlines()[0].strip() if text else ""
+    return value or read_local_token(data_dir(env))
 
 
 def state_path(env: Mapping[str, str]) -> Path:
+    """HM_HOOK_STATE, else hook-state.json in the data dir."""
     raw = env.get("HM_HOOK_STATE", "").strip()
     if raw:
         return Path(raw).expanduser()
-    import platformdirs
+    return data_dir(env) / STATE_FILE
 
-    return platformdirs.user_cache_path("hypermnesia") / "hook-state.json"
+
+def project_folder(hook: Mapping[str, Any], env: Mapping[str, str]) -> str:
+    """The folder whose project the hook serves: CLAUDE_PROJECT_DIR (Claude Code sets it to the
+    project's folder; the hook's `cwd` moves when the session changes directory), else the hook's
+    `cwd`, else the process's."""
+    for value in (env.get("CLAUDE_PROJECT_DIR"), hook.get("cwd")):
+        if isinstance(value, str) and value.strip():
+            return os.path.abspath(value.strip())
+    return os.getcwd()
 
 
 # --- the outage state ---------------------------------------------------------------------------
@@ -127,25 +125,10 @@ def load_state(path: Path) -> dict[str, Any]:
     return {"store": store, "refused": refused}
 
 
-def atomic_write(path: Path, text: str, mode: int | None = None) -> None:
-    """Write via a temporary file in the same folder and rename, so a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def save_state(path: Path, state: dict[str, Any]) -> None:
+    # Imported here, as `install`'s helpers below: the hook imports only what every call needs.
+    from tooling.claude_config import atomic_write
+
     atomic_write(path, json.dumps(state) + "\n")
 
 
@@ -171,86 +154,77 @@ class Call:
     json: dict[str, Any] | None = None
 
 
-def _error_message(response: Any) -> str:
+def _error_message(status: int, body: bytes) -> str:
     try:
-        body = response.json()
-        message = body["error"]["message"]
+        message = json.loads(body)["error"]["message"]
         if isinstance(message, str) and message:
             return message
     except (ValueError, KeyError, TypeError):
         pass
-    return f"HTTP {response.status_code}"
+    return f"HTTP {status}"
 
 
-async def _one(client: Any, call: Call) -> Reply:
-    import httpx
+def _one(base_url: str, headers: dict[str, str], call: Call, seconds: float) -> Reply:
+    """One request with the standard library's http.client: importing an HTTP library costs a
+    loaded machine most of the hook's budget, and a hook makes one or two calls to one host."""
+    import http.client
 
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return Reply("down", detail=f"cannot call it ({base_url!r} is not an http(s) URL)")
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    path = parts.path.rstrip("/") + call.path + (f"?{urlencode(call.params)}" if call.params else "")
+    body = None if call.json is None else json.dumps(call.json).encode()
+    sent = {**headers, "Accept": "application/json"}
+    if body is not None:
+        sent["Content-Type"] = "application/json"
+    connection = kind(parts.hostname, parts.port, timeout=seconds)
     try:
-        response = await client.request(call.method, call.path, params=call.params or None, json=call.json)
-    except httpx.TimeoutException:
+        connection.request(call.method, path, body=body, headers=sent)
+        response = connection.getresponse()
+        status, data = response.status, response.read()
+    except TimeoutError:
         return Reply("down", detail="no answer in time")
-    except httpx.TransportError as exc:
+    except (OSError, http.client.HTTPException) as exc:
         return Reply("down", detail=f"could not connect ({type(exc).__name__})")
-    if response.status_code >= 500:
-        return Reply("down", detail=f"HTTP {response.status_code}: {_error_message(response)}")
-    if response.status_code in (401, 403):
-        return Reply("refused", detail=_error_message(response))
-    if response.status_code != 200:
-        return Reply("other", detail=_error_message(response))
+    finally:
+        connection.close()
+    if status >= 500:
+        return Reply("down", detail=f"HTTP {status}: {_error_message(status, data)}")
+    if status in (401, 403):
+        return Reply("refused", detail=_error_message(status, data))
+    if status != 200:
+        return Reply("other", detail=_error_message(status, data))
     try:
-        return Reply("ok", body=response.json())
+        return Reply("ok", body=json.loads(data))
     except ValueError:
         return Reply("other", detail="the answer was not JSON")
 
 
-async def _fetch_all(
-    base_url: str, headers: dict[str, str], calls: list[Call], seconds: float, box: dict[str, Any]
-) -> None:
-    import httpx
-
-    # trust_env=False: a proxy configured for the internet must not sit between us and loopback.
-    timeout = httpx.Timeout(seconds)
-    async with httpx.AsyncClient(
-        base_url=base_url, headers=headers, timeout=timeout, trust_env=False
-    ) as client:
-        tasks = {call.name: asyncio.create_task(_one(client, call)) for call in calls}
-        done, pending = await asyncio.wait(tasks.values(), timeout=seconds)
-        for task in pending:
-            task.cancel()
-        out: dict[str, Reply] = {}
-        for name, task in tasks.items():
-            if task in done and not task.cancelled() and task.exception() is None:
-                out[name] = task.result()
-            elif task in done and task.exception() is not None:
-                out[name] = Reply("other", detail=f"hook error: {task.exception()!r}")
-            else:
-                out[name] = Reply("down", detail="no answer in time")
-        # Handed over before the client closes: a slow close must not lose answers already here.
-        box["replies"] = out
-
-
 def fetch(base_url: str, headers: dict[str, str], calls: list[Call], deadline: float) -> dict[str, Reply]:
-    """Run the calls concurrently and return by the deadline whatever happens. The loop runs in a
-    daemon thread so that nothing it blocks on (a resolver thread, a close that hangs) can hold
-    the hook past its budget; what has not answered by then counts as "no answer"."""
+    """Run the calls concurrently and return by the deadline whatever happens. Each runs in a
+    daemon thread so that nothing it blocks on (a resolver, a half-open socket) can hold the hook
+    past its budget; what has not answered by then counts as "no answer"."""
     seconds = max(MIN_NETWORK_S, deadline - time.monotonic())
-    box: dict[str, Any] = {}
+    ends = time.monotonic() + seconds
+    replies: dict[str, Reply] = {}
 
-    def run() -> None:
+    def run(call: Call) -> None:
         try:
-            asyncio.run(_fetch_all(base_url, headers, calls, seconds, box))
-        except BaseException as exc:  # noqa: BLE001 - e.g. a URL httpx cannot use
-            box["error"] = exc
+            replies[call.name] = _one(base_url, headers, call, seconds)
+        except BaseException as exc:  # noqa: BLE001 - a bug must not cost the other call its answer
+            replies[call.name] = Reply("other", detail=f"hook error: {exc!r}")
 
-    worker = threading.Thread(target=run, name="hypermnesia-hook", daemon=True)
-    worker.start()
-    worker.join(seconds + 0.05)
-    replies: dict[str, Reply] | None = box.get("replies")
-    if replies is not None:
-        return replies
-    error = box.get("error")
-    detail = f"cannot call it ({type(error).__name__}: {error})" if error else "no answer in time"
-    return {call.name: Reply("down", detail=detail) for call in calls}
+    workers = [
+        threading.Thread(target=run, args=(call,), name=f"hypermnesia-{call.name}", daemon=True)
+        for call in calls
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(max(0.0, ends - time.monotonic()) + 0.05)
+    done = dict(replies)  # a copy: a late thread must not change what is rendered
+    return {call.name: done.get(call.name) or Reply("down", detail="no answer in time") for call in calls}
 
 
 # --- rendering ----------------------------------------------------------------------------------
@@ -356,9 +330,10 @@ def _clean(text: str) -> str:
     return text.encode("utf-8", "replace").decode("utf-8").replace("\x00", "")
 
 
-def plan(event: str, hook: dict[str, Any], cwd: str) -> tuple[list[Call], str]:
-    """The calls one hook makes and what its output is about; no calls means nothing to say."""
-    repo = project_name_for_root(cwd)
+def plan(event: str, hook: dict[str, Any], project: FolderProject) -> tuple[list[Call], str]:
+    """The calls one hook makes and what its output is about; no calls means nothing to say. The
+    project's name is the repo of its map; a file's path is taken relative to the project's folder."""
+    repo = project.name
     if event == "session-start":
         return [
             Call("map", "GET", f"/map/{repo}"),
@@ -372,7 +347,7 @@ def plan(event: str, hook: dict[str, Any], cwd: str) -> tuple[list[Call], str]:
         file_path = tool_input.get("file_path") if isinstance(tool_input, dict) else None
         if not isinstance(file_path, str) or not file_path:
             return [], ""
-        rel = _relative(file_path, cwd)
+        rel = _relative(file_path, project.root)
         if rel is None:
             return [], ""
         return [
@@ -430,13 +405,12 @@ def run_hook(event: str, raw: str, env: Mapping[str, str], started: float) -> st
         hook = {}
     if not isinstance(hook, dict):
         hook = {}
-    given = hook.get("cwd")
-    cwd = given if isinstance(given, str) and given else os.getcwd()
-    calls, about = plan(event, hook, cwd)
+    project = folder_project(project_folder(hook, env))
+    calls, about = plan(event, hook, project)
     if not calls:
         return ""
     url = gateway_url(env)
-    headers = {PROJECT_HEADER: project_name_for_root(cwd)}
+    headers = {PROJECT_HEADER: project.name}
     bearer = token(env)
     if bearer:
         headers["Authorization"] = f"Bearer {bearer}"
@@ -499,7 +473,13 @@ def cmd_hook(args: argparse.Namespace) -> None:
     """Print the hook's output and exit 0, whatever happens (a hook is never a gate)."""
     started = getattr(args, "started", None) or _process_started()
     try:
-        out = run_hook(args.hook_event, _read_stdin(), os.environ, started)
+        env = dict(os.environ)
+        # The stack this hook was installed for (its command line) wins over the environment.
+        if getattr(args, "gateway", None):
+            env["HM_GATEWAY_URL"] = args.gateway
+        if getattr(args, "data_dir", None):
+            env["HM_DATA_DIR"] = args.data_dir
+        out = run_hook(args.hook_event, _read_stdin(), env, started)
         if out:
             sys.stdout.write(out + "\n")
     except BaseException as exc:  # noqa: BLE001 - fail open on anything, bugs included
@@ -515,99 +495,45 @@ def cmd_hook(args: argparse.Namespace) -> None:
 
 # --- hook install -------------------------------------------------------------------------------
 
-COMMANDS = {
-    "SessionStart": (None, "hypermnesia hook session-start"),
-    "PreToolUse": ("Edit|Write|MultiEdit", "hypermnesia hook pre-edit"),
-    "UserPromptSubmit": (None, "hypermnesia hook prompt"),
-}
-
-
-class InstallError(Exception):
-    pass
-
 
 def settings_path(project: bool) -> Path:
-    base = Path.cwd() if project else Path.home()
-    return base / ".claude" / "settings.json"
-
-
-def _has_command(entries: list[Any], command: str) -> bool:
-    for entry in entries:
-        if not isinstance(entry, dict) or not isinstance(entry.get("hooks"), list):
-            continue
-        for hook in entry["hooks"]:
-            present = hook.get("command") if isinstance(hook, dict) else None
-            # Also an install that names the executable by its path (".../bin/hypermnesia hook prompt").
-            if isinstance(present, str) and (present == command or present.endswith("/" + command)):
-                return True
-    return False
-
-
-def merged_settings(text: str | None, path: Path) -> tuple[str, list[str]]:
-    """The settings text with our hook entries added where missing, and the events added to."""
-    if text is None or not text.strip():
-        data: Any = {}
-    else:
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise InstallError(
-                f"{path} is not valid JSON ({exc}); fix or move it, then run `hypermnesia hook install` again. "
-                "Nothing was changed"
-            ) from exc
-    if not isinstance(data, dict):
-        raise InstallError(f"{path} does not hold a JSON object; fix it first. Nothing was changed")
-    hooks = data.setdefault("hooks", {})
-    if not isinstance(hooks, dict):
-        raise InstallError(f'{path}: "hooks" is not an object; fix it first. Nothing was changed')
-    added = []
-    for event, (matcher, command) in COMMANDS.items():
-        entries = hooks.setdefault(event, [])
-        if not isinstance(entries, list):
-            raise InstallError(f'{path}: "hooks.{event}" is not a list; fix it first. Nothing was changed')
-        if _has_command(entries, command):
-            continue
-        entry: dict[str, Any] = {"matcher": matcher} if matcher else {}
-        entry["hooks"] = [{"type": "command", "command": command}]
-        entries.append(entry)
-        added.append(event)
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n", added
+    """~/.claude/settings.json, or with --project ./.claude/settings.local.json: the hook commands
+    name this machine's paths, so they go in the folder's personal (not shared) settings."""
+    if project:
+        return Path.cwd() / ".claude" / "settings.local.json"
+    return Path.home() / ".claude" / "settings.json"
 
 
 def install(path: Path, *, dry_run: bool, out: Any = None) -> int:
-    """Merge our entries into the settings file; 0 when done (or nothing to do), 2 when refused."""
+    """Merge our hooks into the settings file; 0 when done (or nothing to do), 2 when refused."""
+    import shutil
+
+    from tooling.claude_config import ConfigError, add_hooks, hook_commands
+    from tooling.installation import command_words
+    from tooling.stack_record import resolve_gateway_url
+
     out = out or sys.stdout
+    folder = data_dir(os.environ).absolute()
+    url = resolve_gateway_url(os.environ, folder)
     try:
-        old = path.read_text(encoding="utf-8") if path.exists() else None
-    except (OSError, UnicodeDecodeError) as exc:
-        print(f"cannot read {path}: {exc}. Nothing was changed", file=sys.stderr)
-        return 2
-    try:
-        new, added = merged_settings(old, path)
-    except InstallError as exc:
+        edit = add_hooks(path, hook_commands(command_words(), url, folder), "`hypermnesia hook install`")
+    except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 2
-    if not added:
+    if not edit.changes:
         print(f"the hypermnesia hooks are already in {path}; nothing to change", file=out)
         return 0
+    events = ", ".join(item["event"] for item in (edit.record or {}).get("hooks", []))
     if dry_run:
-        diff = difflib.unified_diff(
-            (old or "").splitlines(keepends=True),
-            new.splitlines(keepends=True),
-            fromfile=f"{path} (now)",
-            tofile=f"{path} (after install)",
-        )
-        out.write("".join(diff))
-        print(f"dry run: would add {', '.join(added)} to {path}; nothing was written", file=out)
+        out.write(edit.diff())
+        print(f"dry run: would add {events} to {path}; nothing was written", file=out)
         return 0
-    mode = None
-    if old is not None:
-        backup = path.with_name(path.name + ".bak")
-        shutil.copy2(path, backup)
-        mode = path.stat().st_mode & 0o777
-    atomic_write(path, new, mode)
+    if edit.before is not None:
+        shutil.copy2(path, path.with_name(path.name + ".bak"))
+    edit.apply()
     print(
-        f"added {', '.join(added)} to {path}" + (f" (previous file kept as {path.name}.bak)" if old else ""),
+        f"added {events} to {path} (gateway {url}, data dir {folder})"
+        + (f" (previous file kept as {path.name}.bak)" if edit.before is not None else ""),
         file=out,
     )
     return 0
@@ -649,13 +575,22 @@ def register(sub: argparse._SubParsersAction, bench_sub: argparse._SubParsersAct
         parser = events.add_parser(
             name, help=text + " (reads the hook JSON on stdin; always exits 0)", lenient=True
         )
+        parser.add_argument("--gateway", default="", help="the gateway's URL (default: HM_GATEWAY_URL)")
+        parser.add_argument(
+            "--data-dir",
+            default="",
+            help="where the first-run token and the hook state are (default: HM_DATA_DIR)",
+        )
         parser.add_argument("ignored", nargs="*", help=argparse.SUPPRESS)
         parser.set_defaults(func=cmd_hook, hook_event=name)
-    setup = events.add_parser("install", help="add the three hooks to Claude Code's settings.json")
+    setup = events.add_parser(
+        "install",
+        help="add the three hooks to Claude Code's settings (`hypermnesia connect` adds the MCP entry too)",
+    )
     setup.add_argument(
         "--project",
         action="store_true",
-        help="write ./.claude/settings.json instead of ~/.claude/settings.json",
+        help="write ./.claude/settings.local.json instead of ~/.claude/settings.json",
     )
     setup.add_argument("--dry-run", action="store_true", help="print the change as a diff; write nothing")
     setup.set_defaults(func=cmd_install)

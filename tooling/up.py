@@ -10,6 +10,9 @@ When `up` is killed (SIGKILL: no handler runs), its children get SIGTERM (their 
 signal): the services stop, and the database guard (tooling/database_guard.py) stops the embedded
 Postgres. One left running by a kill of every process is adopted by the next `up`, which stops it
 at exit (hypermnesia/embedded_pg.py).
+
+While it runs, HM_DATA_DIR/stack.json names it (pid, addresses; tooling/stack_record.py): a second
+`up` on the same data dir names it instead of failing on a taken port, and commands find it there.
 """
 
 from __future__ import annotations
@@ -30,12 +33,15 @@ from dataclasses import dataclass, field
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from hypermnesia.addresses import gateway_url, local_address
 from hypermnesia.embedded_pg import EmbeddedPostgres, resolve_database_url
 from hypermnesia.errors import StartupError
 from hypermnesia.pool import check_reachable, redact
 from hypermnesia.settings import CurationSettings, EmbedderSettings, GatewaySettings, RetrievalSettings
+from tooling import stack_record
 from tooling.database_guard import start_guard
 from tooling.first_run import ensure_local_token
+from tooling.installation import how_to_call
 
 log = logging.getLogger(__name__)
 
@@ -167,11 +173,30 @@ class Stack:
             if port == 0:
                 raise StartupError(f"{variable}=0 is not supported by `up`; give each service a fixed port")
             _check_port(self.gateway.host, port, variable)
-        # The services find each other through these.
+        # The services find each other from the same HM_*_PORT and HM_HOST (hypermnesia/settings.py
+        # derives every unset HM_*_ADDRESS from them), as every command run with this environment does.
+
+    def check_not_running(self) -> None:
+        """A second `up` on this data dir names the one running instead of failing on its ports."""
+        running = stack_record.read_live(self.gateway.data_dir)
+        if running is not None and running.pid != os.getpid():
+            raise StartupError(
+                f"hypermnesia is already running on HM_DATA_DIR={self.gateway.data_dir} ({running.describe()}); "
+                f"use that one, stop it first (Ctrl-C in its terminal, or kill {running.pid}), or give this "
+                "one another HM_DATA_DIR"
+            )
+
+    def record(self) -> None:
         host = self.gateway.host
-        self.env.setdefault("HM_EMBEDDER_ADDRESS", f"{host}:{self.embedder.embedder_port}")
-        self.env.setdefault("HM_RETRIEVAL_ADDRESS", f"{host}:{self.retrieval.retrieval_port}")
-        self.env.setdefault("HM_CURATION_ADDRESS", f"{host}:{self.curation.curation_port}")
+        stack_record.write(
+            self.gateway.data_dir,
+            gateway_url(host, self.gateway.gateway_port),
+            {
+                "embedder": local_address(host, self.embedder.embedder_port),
+                "retrieval": local_address(host, self.retrieval.retrieval_port),
+                "curation": local_address(host, self.curation.curation_port),
+            },
+        )
 
     def start_database(self) -> None:
         url, self.embedded = resolve_database_url(
@@ -277,6 +302,7 @@ def _stop(proc: subprocess.Popen | None) -> None:
 
 def run_stack(settings: StackSettings) -> int:
     stack = Stack(settings)
+    stack.check_not_running()
     stack.check_ports()
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -286,17 +312,24 @@ def run_stack(settings: StackSettings) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     started = time.monotonic()
     try:
+        stack.record()
         stack.start_database()
         if not stack.start_in_order():
             return 0
         for child in stack.children:
             for line in child.endpoint_lines():
                 print(line, flush=True)
+        print(f"{'command':<10} {how_to_call()}", flush=True)
         for line in stack.token_lines:
             print(line, flush=True)
+        print(
+            f"{'projects':<10} `hypermnesia connect DIR` makes a folder a Claude Code project (hooks + MCP)",
+            flush=True,
+        )
         print(f"hypermnesia is up ({time.monotonic() - started:.1f} s); Ctrl-C stops it", flush=True)
         stack.supervise()
         print("stopping hypermnesia", flush=True)
         return 0
     finally:
         stack.shutdown()
+        stack_record.remove(settings.gateway.data_dir)

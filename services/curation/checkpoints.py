@@ -45,19 +45,25 @@ KEY_FILE = "checkpoint-key.pem"
 # ---- the key ---------------------------------------------------------------------------------
 
 
-def key_path(configured: Path | None) -> Path:
-    """HM_CHECKPOINT_KEY, else checkpoint-key.pem in the user's config dir: never the database."""
+def key_path(configured: Path | None, data_dir: Path) -> Path:
+    """HM_CHECKPOINT_KEY, else checkpoint-key.pem in HM_DATA_DIR: never the database. A key kept in
+    the user's config dir (where it used to go) is used from there while the data dir holds none,
+    so the checkpoints it signed still verify."""
     if configured is not None:
         return configured.expanduser()
+    here = data_dir / KEY_FILE
+    if here.exists():
+        return here
     import platformdirs
 
-    return platformdirs.user_config_path("hypermnesia") / KEY_FILE
+    earlier = platformdirs.user_config_path("hypermnesia") / KEY_FILE
+    return earlier if earlier.exists() else here
 
 
-def load_key(configured: Path | None, create: bool) -> tuple[Ed25519PrivateKey, Path, bool]:
+def load_key(configured: Path | None, create: bool, data_dir: Path) -> tuple[Ed25519PrivateKey, Path, bool]:
     """The signing key (HM_CHECKPOINT_KEY, else the default file), and whether it was created now
     (only `checkpoint` and the schedule create one)."""
-    path = key_path(configured)
+    path = key_path(configured, data_dir)
     if not path.exists():
         if not create:
             raise StartupError(
@@ -239,12 +245,14 @@ async def check(conn: asyncpg.Connection, body: dict[str, Any], path: str = "") 
 # ---- scheduled checkpoints -------------------------------------------------------------------
 
 
-async def run_schedule(pool: asyncpg.Pool, directory: Path, hours: float, key_file: Path | None) -> None:
+async def run_schedule(
+    pool: asyncpg.Pool, directory: Path, hours: float, key_file: Path | None, data_dir: Path
+) -> None:
     """Write a checkpoint to `directory` every `hours` (curation's optional background task:
     HM_CHECKPOINT_DIR, HM_CHECKPOINT_HOURS; 0 = off). A failed write is logged and retried next time."""
     if hours <= 0:
         return
-    key, path, created = load_key(key_file, create=True)
+    key, path, created = load_key(key_file, True, data_dir)
     if created:
         log.warning("created a checkpoint key at %s (keep a copy elsewhere: verify needs it)", path)
     while True:

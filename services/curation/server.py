@@ -110,7 +110,11 @@ def _start_background(
         background.append(
             asyncio.create_task(
                 checkpoints.run_schedule(
-                    pool, settings.checkpoint_dir, settings.checkpoint_hours, settings.checkpoint_key
+                    pool,
+                    settings.checkpoint_dir,
+                    settings.checkpoint_hours,
+                    settings.checkpoint_key,
+                    settings.data_dir,
                 ),
                 name="checkpoints",
             )

@@ -63,7 +63,7 @@ def _verify_checkpoints(curation: CurationSettings, files: list[str]) -> None:
     from services.curation import admin, checkpoints
 
     try:
-        key, _, _ = checkpoints.load_key(curation.checkpoint_key, create=False)
+        key, _, _ = checkpoints.load_key(curation.checkpoint_key, False, curation.data_dir)
     except StartupError as exc:
         fail(f"verify --checkpoint: {exc}")
     bodies = []
@@ -117,7 +117,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> None:
     curation, _ = _settings()
 
     async def go() -> tuple[dict[str, Any], Path, bool]:
-        key, path, created = checkpoints.load_key(curation.checkpoint_key, create=True)
+        key, path, created = checkpoints.load_key(curation.checkpoint_key, True, curation.data_dir)
         async with admin.open_pool(curation) as pool, pool.acquire() as conn:
             return await checkpoints.make(conn, key, args.block), path, created
 

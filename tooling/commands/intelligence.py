@@ -22,10 +22,11 @@ import grpc
 from pydantic import Field
 
 from hypermnesia.scopes import project_scope_for_root
-from hypermnesia.settings import DEFAULT_CURATION_PORT, CommonSettings
+from hypermnesia.settings import DEFAULT_CURATION_PORT, CommonSettings, Port
 from hypermnesia.v1 import common_pb2, intelligence_pb2, intelligence_pb2_grpc
 from hypermnesia.wording import count
 from tooling.console import fail, load_settings
+from tooling.stack_record import resolve_addresses, unreachable
 
 T = TypeVar("T")
 
@@ -37,7 +38,9 @@ REFUSED, UNREACHABLE = 1, 3
 
 
 class IntelligenceCommandSettings(CommonSettings):
-    curation_address: str = f"127.0.0.1:{DEFAULT_CURATION_PORT}"
+    # Unset: HM_CURATION_PORT, else the `up` recorded in HM_DATA_DIR (tooling/stack_record.py).
+    curation_address: str = ""
+    curation_port: Port = DEFAULT_CURATION_PORT
     # An answer may wait on an LLM with retries; a consolidation over every scope takes longer.
     rpc_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 120.0
     consolidate_timeout_s: Annotated[float, Field(gt=0, le=86_400)] = 1800.0
@@ -61,11 +64,7 @@ class _Failed(Exception):
 def _explain(exc: grpc.aio.AioRpcError, address: str, timeout_s: float, retry: str) -> _Failed:
     code = exc.code()
     if code == grpc.StatusCode.UNAVAILABLE:
-        return _Failed(
-            f"cannot reach the curation service at {address} (HM_CURATION_ADDRESS); start it with "
-            "`hypermnesia up` or `hypermnesia serve curation`, or point HM_CURATION_ADDRESS at it",
-            UNREACHABLE,
-        )
+        return _Failed(unreachable("curation", address), UNREACHABLE)
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return _Failed(
             f"the curation service at {address} did not answer within {timeout_s:g} s; {retry}", UNREACHABLE
@@ -90,7 +89,7 @@ def _call(
     """One RPC to the running curation service; a failure ends the command with one line saying
     what to do. `waiting` shows an indeterminate progress bar (elapsed time) on stderr meanwhile:
     the RPC answers once, when the work is done, so there is nothing finer to count."""
-    settings = load_settings(IntelligenceCommandSettings)
+    settings = resolve_addresses(load_settings(IntelligenceCommandSettings))
     timeout_s = settings.consolidate_timeout_s if long else settings.rpc_timeout_s
 
     async def go() -> T:

@@ -1,5 +1,7 @@
-"""`hypermnesia map load FILE --repo NAME`: check a repository's map file here, then send it to
-the curation service (HM_CURATION_ADDRESS), which replaces that repo's map atomically.
+"""`hypermnesia map load FILE [--repo NAME]`: check a repository's map file here, then send it to
+the curation service of the running stack, which replaces that repo's map atomically. The repo
+defaults to the project of the current folder (hypermnesia/scopes.py `folder_project`), the one its
+hooks and MCP sessions use, so the map reaches them.
 
 The write goes through curation's StructureAdmin.LoadMap, so the write path stays in one service.
 Registered by tooling.cli through COMMAND_MODULES.
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import getpass
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -17,15 +20,19 @@ import grpc
 from pydantic import Field
 
 from hypermnesia.errors import InvalidArgument
-from hypermnesia.settings import DEFAULT_CURATION_PORT, CommonSettings
+from hypermnesia.scopes import folder_project
+from hypermnesia.settings import DEFAULT_CURATION_PORT, CommonSettings, Port
 from hypermnesia.structure_map import MapError, check_repo, parse_map
 from hypermnesia.v1 import common_pb2, structure_pb2, structure_pb2_grpc
 from hypermnesia.wording import count
 from tooling.console import fail, load_settings
+from tooling.stack_record import resolve_addresses, unreachable
 
 
 class MapCommandSettings(CommonSettings):
-    curation_address: str = f"127.0.0.1:{DEFAULT_CURATION_PORT}"
+    # Unset: HM_CURATION_PORT, else the `up` recorded in HM_DATA_DIR (tooling/stack_record.py).
+    curation_address: str = ""
+    curation_port: Port = DEFAULT_CURATION_PORT
     rpc_timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
 
 
@@ -66,11 +73,7 @@ async def _send(
         except grpc.aio.AioRpcError as exc:
             code = exc.code()
             if code == grpc.StatusCode.UNAVAILABLE:
-                message = (
-                    f"cannot reach the curation service at {address} (HM_CURATION_ADDRESS); start it with "
-                    "`hypermnesia up` or `hypermnesia serve curation`, or point HM_CURATION_ADDRESS at it. "
-                    "Nothing was loaded"
-                )
+                message = f"{unreachable('curation', address)}. Nothing was loaded"
             elif code == grpc.StatusCode.DEADLINE_EXCEEDED:
                 message = (
                     f"the curation service at {address} did not answer within {settings.rpc_timeout_s:g}s; "
@@ -85,11 +88,11 @@ async def _send(
 
 
 def cmd_map_load(args: argparse.Namespace) -> None:
-    settings = load_settings(MapCommandSettings)
+    settings = resolve_addresses(load_settings(MapCommandSettings))
     path = Path(args.file)
     text = _read(path)
     try:
-        repo = check_repo(args.repo)
+        repo = check_repo(args.repo or folder_project(os.getcwd()).name)
         # Checked here first so a broken file is reported without a round trip; curation checks again.
         parse_map(text, str(path))
     except MapError as exc:
@@ -120,5 +123,10 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     actions = group.add_subparsers(dest="map_command", required=True)
     p = actions.add_parser("load", help="replace a repo's map with a map file (through the curation service)")
     p.add_argument("file", help="the map file (YAML, or JSON), e.g. hypermnesia-map.yaml")
-    p.add_argument("--repo", required=True, help="the repository the map describes (e.g. my-repo)")
+    p.add_argument(
+        "--repo",
+        default="",
+        help="the repository the map describes (default: the project of the current folder, as its "
+        "hooks and MCP sessions name it)",
+    )
     p.set_defaults(func=cmd_map_load)
