@@ -284,15 +284,16 @@ async def estimates(pool: asyncpg.Pool, scope: str) -> list[asyncpg.Record]:
     )
 
 
-async def cli(replicas: Replicas, *words: str) -> tuple[int, str, str]:
+async def cli(replicas: Replicas, *words: str, data_dir: Path | None = None) -> tuple[int, str, str]:
     """`python -m hypermnesia WORDS` on the store, as an operator runs it (asynchronous: the
-    stack serves from this test's event loop)."""
+    stack serves from this test's event loop); `data_dir` holds the model for commands that embed."""
+    data = {"HM_DATA_DIR": str(data_dir)} if data_dir else {}
     child = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "hypermnesia",
         *words,
-        env={**os.environ, "HM_DATABASE_URL": replicas.database_url},
+        env={**os.environ, "HM_DATABASE_URL": replicas.database_url, **data},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         stdin=asyncio.subprocess.DEVNULL,
@@ -373,7 +374,9 @@ async def test_two_replicas_and_a_restarted_one_rank_alike(replicas: Replicas) -
         assert [await ask(http, PROBE) for _ in range(4)] == [refit] * 4
 
 
-async def test_an_import_refits_the_keys_holding_its_scopes(replicas: Replicas) -> None:
+async def test_an_import_refits_the_keys_holding_its_scopes(
+    replicas: Replicas, model_cache: Path, tmp_path: Path
+) -> None:
     scope, untouched = "project:refits-import", "project:refits-elsewhere"
     async with project(replicas, "refits-import") as http, project(replicas, "refits-elsewhere") as other:
         await other_searches(http, 20)
@@ -398,6 +401,16 @@ async def test_an_import_refits_the_keys_holding_its_scopes(replicas: Replicas) 
         )
         assert again.status_code == 200 and again.json()["imported"] == 0, again.text
         assert await estimates(replicas.pool, scope) == [stored]
+
+        # `hypermnesia import` is the other import: it refits the keys holding what it imported.
+        notes = tmp_path / "notes.md"
+        notes.write_text("# Office\n\n- The printer on the second floor jams on Mondays\n")
+        code, out, err = await cli(replicas, "import", str(notes), "--scope", scope, data_dir=model_cache)
+        assert code == 0 and "imported 1" in out, err
+        first, second = await estimates(replicas.pool, scope)
+        assert first == stored and second["reason"] == "import" and second["refit_scopes"] == [scope]
+        assert second["observations"] == 25
+        assert await estimates(replicas.pool, untouched) == []
 
 
 async def test_curation_refits_on_its_schedule(replicas: Replicas, model_cache: Path, embedder: str) -> None:

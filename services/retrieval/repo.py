@@ -151,6 +151,11 @@ def hybrid_sql(where: str, flag_derived: bool = False, scope_estimate: bool = Fa
     # index postings the selecting terms may have (NULL: no limit), $7 vector (NULL: lexical-only),
     # $8 the dense leg's ids (nearest first), $9 depth, $10 expansion (how many top candidates of
     # each leg get their neighbours added); filters from $11.
+    optional = "".join(
+        f", {column}"
+        for column, wanted in ((_DERIVED, flag_derived), (_SCOPE_ESTIMATE, scope_estimate))
+        if wanted
+    )
     return f"""
 WITH {_LEXICAL_PRELUDE},{_SLOTS},
 dense AS (
@@ -180,9 +185,7 @@ SELECT {memory_columns("m")},
        {_neighbour("<")} AS prev_id,
        {_neighbour(">")} AS next_id,
        (SELECT count(*) FROM dense) AS dense_count,
-       (SELECT count(*) FROM lexical) AS lexical_count{", " + _DERIVED if flag_derived else ""}{
-        ", " + _SCOPE_ESTIMATE if scope_estimate else ""
-    }
+       (SELECT count(*) FROM lexical) AS lexical_count{optional}
 FROM pool p JOIN memories m ON m.id = p.id, tsq, slots s, {_FREQUENCIES}
 """
 
