@@ -3,6 +3,7 @@ runs are commands whose tables live in docs/EVAL.md and docs/PERFORMANCE.md)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -33,12 +34,17 @@ def test_locomo_evidence_ids_are_normalised() -> None:
     assert sum(len(c.questions) for c in corpora) >= 1500  # categories 1-4 with resolvable evidence
 
 
-async def test_locomo_eval_on_one_conversation(pg_server_url: str, tmp_path: Path) -> None:
+async def test_locomo_eval_on_one_conversation(
+    pg_server_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     results = await evaluate(
-        "locomo", ["weighted", "rrf"], DATA, pg_server_url, work_dir=tmp_path, max_corpora=1
+        "locomo", ["weighted", "rrf", "adaptive"], DATA, pg_server_url, work_dir=tmp_path, max_corpora=1
     )
     table = format_table("locomo", results)
-    assert "| weighted |" in table and "| rrf |" in table
+    assert "| weighted |" in table and "| rrf |" in table and "| adaptive |" in table
+    # The measured passes follow a calibration pass and one refit of the conversation's scope, as
+    # a store in use is refit from its logged searches.
+    assert re.search(r"calibrated in [0-9.]+ s: refit \d+ fit 1 scopes", capsys.readouterr().err)
     weighted = results[0]
     assert weighted.questions > 100
     # Far above chance (10 of ~400 turns); the full-set figures are in docs/EVAL.md.
