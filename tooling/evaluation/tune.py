@@ -28,7 +28,7 @@ import pickle
 import random
 import sys
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -228,6 +228,32 @@ def cross_fitted(dataset: str, pools: list[Pool], weights: Weights, setting: Set
     return sum(score * n for score, n in scores) / sum(n for _, n in scores)
 
 
+# What each signal does at the chosen setting (docs/EVAL.md, "Adaptive fusion"): the default, and
+# one change each. Scored in the eval's order.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "adaptive, the chosen setting": {},
+    "per-query only (scope_share 0)": {"scope_share": 0.0},
+    "no adaptation (gamma 0 = weighted)": {"gamma": 0.0},
+    "+ agreement": {"agreement": True},
+    "+ length damping (32 terms)": {"long_terms": 32},
+    "peak instead of gap": {"clarity": "peak"},
+    "upward allowed": {"upward": True},
+    "dense min-max scaled": {"dense_scaled": True},
+}
+
+
+def variants(pools: dict[str, list[Pool]], weights: Weights, now: datetime) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for name, change in VARIANTS.items():
+        params = replace(fusion.DEFAULT, **change)
+        out[name] = {}
+        for d, ps in pools.items():
+            estimates = fitted(calibrate(ps, params), fusion_estimate.DEFAULT)
+            out[name][d] = measure(d, ps, "adaptive", weights, params, now, estimates)[PRIMARY[d]]
+        print(name, {d: round(v, 3) for d, v in out[name].items()}, file=sys.stderr)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=["locomo", "locomo-proactive", "scifact", "wordnet"])
@@ -261,6 +287,20 @@ def main() -> None:
         for mode in FIXED:
             report["fixed"].setdefault(d, {})[mode] = measure(d, pools[d], mode, weights, fusion.DEFAULT, now)
         print(d, json.dumps(report["fixed"][d]), file=sys.stderr)
+    report["variants"] = variants(pools, weights, now)
+    # The lexical weight each set's scopes get at the defaults (one per scope: the estimate sets it).
+    report["lexical_weight"] = {}
+    for d, ps in pools.items():
+        shares = [
+            fusion.lexical_share(e)
+            for e in fitted(calibrate(ps, fusion.DEFAULT), fusion_estimate.DEFAULT).values()
+        ]
+        report["lexical_weight"][d] = {
+            "mean": sum(shares) / len(shares),
+            "min": min(shares),
+            "max": max(shares),
+        }
+    print("lexical weight per scope", json.dumps(report["lexical_weight"]), file=sys.stderr)
     grid = settings()
     table = []
     for n, p in enumerate(grid):
