@@ -21,7 +21,9 @@ __all__ = ["DEFAULT", "Estimate", "EstimateParams", "fit"]
 
 @dataclass(frozen=True)
 class EstimateParams:
-    """Chosen by leave-one-dataset-out on four dev sets (docs/EVAL.md, tooling/evaluation/tune.py)."""
+    """Chosen by leave-one-dataset-out on four dev sets (docs/EVAL.md, tooling/evaluation/tune.py),
+    prior_count on young stores (refit after a scope's first few searches) where leave-one-out,
+    whose scopes all have many questions, cannot tell its values apart."""
 
     # A key's last `window` observations count; older ones have been replaced by the store's
     # present queries.

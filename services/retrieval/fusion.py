@@ -40,7 +40,7 @@ class AdaptiveParams:
     the signals off by default were measured and did not help there."""
 
     prior: float = 0.4  # lexical share with no evidence either way: `weighted`'s 0.4
-    gamma: float = 12.0  # how far the clarities' log ratio moves the weights (0: the fixed prior)
+    gamma: float = 8.0  # how far the clarities' log ratio moves the weights (0: the fixed prior)
     clarity: str = "gap"  # gap | peak | both: which distribution signal measures a leg's clarity
     agreement: bool = False  # pull toward the prior as far as the legs' top 10 agree
     long_terms: int = 10_000  # distinct content words past which the lexical clarity is scaled down
