@@ -359,12 +359,12 @@ async def test_two_replicas_and_a_restarted_one_rank_alike(replicas: Replicas) -
 
         # The latest searches weigh most in the estimate (hypermnesia/fusion_estimate.py): the
         # probes just asked are themselves evidence for the lexical leg.
-        await other_searches(http, 20)
-        await logged(replicas, scope, 86)
+        await other_searches(http, 40)
+        await logged(replicas, scope, 106)
         done = await fusion_refits.refit(replicas.pool, fusion_refits.COMMAND)
-        assert [scope] in [k.scopes for k in done.keys]
+        (fitted,) = [k for k in done.keys if k.scopes == [scope]]
         refit = await ask_replica(replicas.first, scope, PROBE)
-        assert refit != first and refit.index(notes[PIE]) < refit.index(notes[ZEBRAFINCH])
+        assert refit != first and refit.index(notes[PIE]) < refit.index(notes[ZEBRAFINCH]), fitted
         assert await ask_replica(replicas.second.address, scope, PROBE) == refit
         assert [await ask(http, PROBE) for _ in range(4)] == [refit] * 4
 
