@@ -1,4 +1,5 @@
-"""The gateway's ASGI app: REST routes, the MCP endpoint at /mcp, /health and /metrics."""
+"""The gateway's ASGI app: REST routes, the MCP endpoint at /mcp, /health and /metrics, the web UI
+at /ui and the API's documentation at /docs (gateway.pages)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from gateway.backends import Backends
 from gateway.errors import error_body, http_status
 from gateway.limits import Limits, RateLimiter
 from gateway.mcp_tools import build_mcp
+from gateway.pages import McpOnly, add_pages, no_such_path
 from gateway.rest import build_router
 from hypermnesia import __version__
 from hypermnesia.errors import HypermnesiaError
@@ -68,6 +70,7 @@ class RequireToken:
         await self.app(scope, receive, send)
 
 
+MCP_PATH = "/mcp"
 # JSON-RPC's range for server-defined errors; MCP gives authentication no code of its own.
 MCP_AUTH_ERROR = -32001
 # A refused request's body is read only to answer with its id; a larger one is not parsed.
@@ -146,7 +149,7 @@ def create_app(settings: GatewaySettings, backends: Backends | None = None) -> F
     )
     auth = Authenticator.from_settings(settings, backends.resolve_token)
     mcp = build_mcp(backends, auth, settings)
-    mcp_app = mcp.streamable_http_app(streamable_http_path="/mcp", host=settings.host)
+    mcp_app = mcp.streamable_http_app(streamable_http_path=MCP_PATH, host=settings.host)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -154,7 +157,8 @@ def create_app(settings: GatewaySettings, backends: Backends | None = None) -> F
             yield
         await backends.close()
 
-    app = FastAPI(title="hypermnesia", version=__version__, lifespan=lifespan)
+    # The documentation pages are gateway.pages' (from shipped assets), not FastAPI's CDN ones.
+    app = FastAPI(title="hypermnesia", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.backends = backends
     app.state.auth = auth
     app.state.settings = settings
@@ -164,21 +168,31 @@ def create_app(settings: GatewaySettings, backends: Backends | None = None) -> F
         return JSONResponse(error_body(exc), status_code=http_status(exc))
 
     # A route also builds its operation's request from the body plus the URL path (gateway.rest).
+    # A field the operation does not take is 422 (the request is well formed, but not this
+    # operation's); every other shape error is 400, as the services answer theirs.
     @app.exception_handler(RequestValidationError)
     @app.exception_handler(ValidationError)
     async def on_bad_request(request: Request, exc: RequestValidationError | ValidationError) -> JSONResponse:
         problems = []
+        unknown = False
         for err in exc.errors():
             where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
-            problems.append(f"{where}: {err.get('msg')}")
+            if err.get("type") == "extra_forbidden":
+                unknown = True
+                problems.append(f"{where}: not a field of this operation; remove it (/docs lists the fields)")
+            else:
+                problems.append(f"{where}: {err.get('msg')}")
         message = "invalid request: " + "; ".join(problems)
-        return JSONResponse({"error": {"code": "INVALID_ARGUMENT", "message": message}}, status_code=400)
+        status = 422 if unknown else 400
+        return JSONResponse({"error": {"code": "INVALID_ARGUMENT", "message": message}}, status_code=status)
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         message = str(exc.detail)
         if exc.status_code == 400 and "parsing the body" in message:
             message = "the request body is not valid JSON in UTF-8; send a JSON object encoded as UTF-8"
+        if exc.status_code == 404 and message == "Not Found":
+            message = no_such_path(request.method, request.url.path)
         code = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}
         return JSONResponse(
             {"error": {"code": code.get(exc.status_code, "HTTP_ERROR"), "message": message}},
@@ -203,13 +217,15 @@ def create_app(settings: GatewaySettings, backends: Backends | None = None) -> F
     app.include_router(viz.build_router())
 
     # The web UI (built from ui/ into static/ui, shipped in the package): public files; every call
-    # it makes carries the token the person signs in with. Before "/", which is MCP's.
+    # it makes carries the token the person signs in with. Before "/", where MCP answers /mcp and
+    # any other path no route took is a 404.
     @app.get("/ui", include_in_schema=False)
     async def ui_index() -> RedirectResponse:
         return RedirectResponse("/ui/")
 
     app.mount("/ui", StaticFiles(directory=UI_DIR, html=True, check_dir=False), name="ui")
-    app.mount("/", RequireToken(mcp_app, auth))
+    add_pages(app)
+    app.mount("/", McpOnly(RequireToken(mcp_app, auth), MCP_PATH))
     # Outside every route and the MCP endpoint: a refused request reaches no operation.
     app.add_middleware(
         Limits,

@@ -75,6 +75,12 @@ class Session:
             return grants
         return (*grants, self.project_scope)
 
+    @property
+    def project_repo(self) -> str:
+        """The repo a request names when it names none: this session's project as a repo, the
+        slug of its scope (`project:<slug>` -> `<slug>`), under which a folder's map is loaded."""
+        return self.project_scope.removeprefix(PROJECT_PREFIX)
+
     def readable_scopes(self) -> list[str]:
         """The scopes a search or listing reads when the caller names none: the session's project
         plus every concrete grant that is not another project (a session never reads another project's)."""

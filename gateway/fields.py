@@ -4,7 +4,7 @@ must pass before it goes on the wire.
 The services are the validation authority: a bound stated here goes into the OpenAPI document and
 the MCP input schemas, so a client sees it, but the service enforces it, so a mistake reads the same
 whichever transport made it. The gateway itself checks only the request's shape (types, required
-fields) and that its text can travel at all.
+fields, no field the operation does not take) and that its text can travel at all.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
 
@@ -59,7 +59,12 @@ def _encodes(text: str) -> bool:
 
 
 class Request(BaseModel):
-    """A request to one operation, as both REST and MCP receive it."""
+    """A request to one operation, as both REST and MCP receive it.
+
+    A field the operation does not take is refused, naming it (REST answers 422): silently dropped,
+    a misspelt `importance` or `tags` would be a write that did not do what its caller meant."""
+
+    model_config = ConfigDict(extra="forbid")
 
     @field_validator("*", mode="after")
     @classmethod

@@ -64,11 +64,12 @@ class AskQuestion(Request):
 
 
 async def ask(backends: Backends, session: Session, request: AskQuestion) -> dict[str, Any]:
-    """Answer a question from memory as claims that each cite the memories they rest on. A
-    validator drops every claim citing nothing, or citing an id that is absent, archived, stale,
-    superseded or outside your scopes (`dropped`, with the reason). `mode` says whether an LLM
-    phrased the claims or the best evidence sentences were quoted (extractive); `depth_reason`
-    why that recall depth was used."""
+    """Answer a question from memory as claims that each cite the memories they rest on. When no
+    memory found answers the question (none close enough to it, or none sharing a word of it), the
+    answer is no claim and `abstained` says why: nothing is made up. A validator drops every claim
+    citing nothing, or citing an id that is absent, archived, stale, superseded or outside your
+    scopes (`dropped`, with the reason). `mode` says whether an LLM phrased the claims or the best
+    evidence sentences were quoted (extractive); `depth_reason` why that recall depth was used."""
     message = intelligence_pb2.AskRequest(
         caller=caller(session),
         question=request.question,

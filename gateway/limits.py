@@ -43,6 +43,7 @@ OPERATIONS: dict[str, str] = {
     "memory_delete": WRITE,         "DELETE /memories/{memory_id}": WRITE,
     "memory_forget": WRITE,         "POST /memories/forget": WRITE,
     "memory_restore": WRITE,        "POST /memories/{memory_id}/restore": WRITE,
+                                    "POST /memories/{memory_id}/archive": WRITE,
     "memory_supersede": WRITE,      "POST /memories/{memory_id}/supersede": WRITE,
     "task_decide": WRITE,           "POST /tasks/{task_id}/{decision}": WRITE,
     "proposal_decide": WRITE,       "POST /proposals/{proposal_id}/approve": WRITE,

@@ -34,9 +34,11 @@ def _claude_md(tools: list[str], live: dict[str, str]) -> str:
             f"below cosine {setting('HM_SEARCH_MIN_SIMILARITY')}, or more than {setting('HM_SEARCH_RELATIVE_CUTOFF')} "
             "below the best hit, are dropped unless they contain every query word.",
             "- When you learn a durable fact, preference or decision, call `memory_save(content, description)`: "
-            "`description` is a one-line summary. A near-duplicate (combined similarity >= "
+            "`description` is a one-line summary. A restatement of a near-duplicate (combined similarity >= "
             f"{setting('HM_DEDUPE_THRESHOLD')} and content agreement >= {setting('HM_DEDUPE_CONTENT_THRESHOLD')}) updates "
-            "the existing memory instead (`created: false`).",
+            "the existing memory instead (`created: false`); a near-duplicate that differs in a number, date, "
+            "identifier, name or negation is kept and listed under `similar` with what differs: supersede it when "
+            "your new fact replaces it.",
             "- When a fact changes, supersede it rather than saving a contradiction; the old version stays in its lineage.",
             f"- `memory_forget` archives memories not recalled for {setting('HM_FORGET_AFTER_DAYS')} days with "
             f"importance <= {setting('HM_FORGET_IMPORTANCE_FLOOR')}; it is a dry run unless `apply: true`; `memory_restore` undoes it.",

@@ -11,9 +11,9 @@ import grpc
 from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import IsoTime, Request, field
-from gateway.shaping import caller, hit_json, memory_json, to_proto
+from gateway.shaping import caller, hit_json, memory_json, save_json, to_proto, version_json
 from hypermnesia.errors import HypermnesiaError
-from hypermnesia.scopes import PROJECT_PREFIX
+from hypermnesia.scopes import permits
 from hypermnesia.v1 import curation_pb2, retrieval_pb2
 from hypermnesia.validation import (
     IMPORTANCE_RANGE,
@@ -47,6 +47,7 @@ __all__ = [
     "SearchMemories",
     "SupersedeMemory",
     "UpdateMemory",
+    "archive",
     "assemble_context",
     "decide_task",
     "delete",
@@ -121,26 +122,25 @@ class SaveMemory(Request):
     kind: str | None = field(f"The memory's kind: {_KINDS}; default semantic.", None)
 
 
-def _save_request(session: Session, request: SaveMemory, supersedes: str = "") -> curation_pb2.SaveRequest:
-    scope = request.scope
-    if scope is None and not supersedes:
-        scope = session.project_scope
-    # A supersede with no scope named stays in the superseded memory's own scope, which curation
-    # knows and the gateway does not: the session's project would refuse a `user:` memory.
+def _save_request(session: Session, request: SaveMemory) -> curation_pb2.SaveRequest:
     return to_proto(
-        curation_pb2.SaveRequest(), request, caller=caller(session), scope=scope or "", supersedes=supersedes
+        curation_pb2.SaveRequest(),
+        request,
+        caller=caller(session),
+        # Only an omitted scope means the session's project: an empty one is sent as given, for
+        # curation to refuse ("scope is empty"), not quietly saved somewhere the caller did not name.
+        scope=session.project_scope if request.scope is None else request.scope,
     )
 
 
 async def save(backends: Backends, session: Session, request: SaveMemory) -> dict[str, Any]:
-    """Store a memory. Updates a near-duplicate instead of inserting (created: false, with the
-    previous version as `replaced`). content is the fact; description a one-line summary used for
-    ranking and listing; scope defaults to this session's project."""
-    response = await backends.call(backends.curation.Save, _save_request(session, request))
-    out: dict[str, Any] = {"created": response.created, "memory": memory_json(response.memory)}
-    if response.HasField("replaced"):
-        out["replaced"] = memory_json(response.replaced)
-    return out
+    """Store a memory. A restatement of a near-duplicate updates it instead of inserting (created:
+    false, with the previous version as `replaced`); a near-duplicate that differs in a number,
+    date, identifier, name or negation is a different fact: the save is new and names it under
+    `similar` (id, content, differences such as "100 -> 1000") so you can supersede it. content is
+    the fact; description a one-line summary used for ranking and listing; scope defaults to this
+    session's project."""
+    return save_json(await backends.call(backends.curation.Save, _save_request(session, request)))
 
 
 class SearchMemories(Request):
@@ -222,10 +222,19 @@ async def get(backends: Backends, session: Session, request: MemoryRef) -> dict[
 
 
 async def lineage(backends: Backends, session: Session, request: MemoryRef) -> dict[str, Any]:
-    """The supersede chain through a memory, oldest first: how a belief changed over time."""
+    """How a belief changed over time. `lineage`: the supersede chain through a memory, oldest
+    first (the memories still stored). `versions`: every version of every memory on that chain,
+    oldest first, numbered from 1: the record that created each memory and each change in place
+    (operation update: memory_update, or a save merged into it, reason "dedupe"), with the text as
+    of then (content, description), its time (`at`), author, and the fields an update `changed`.
+    A version whose text was erased says `text: "purged"` with null content and description (so
+    does a deleted memory's, `text: "deleted"`)."""
     message = retrieval_pb2.GetRequest(caller=caller(session), id=request.memory_id)
     response = await backends.call(backends.retrieval.Lineage, message)
-    return {"lineage": [memory_json(m) for m in response.memories]}
+    return {
+        "lineage": [memory_json(m) for m in response.memories],
+        "versions": [version_json(n, v) for n, v in enumerate(response.versions, start=1)],
+    }
 
 
 async def delete(backends: Backends, session: Session, request: MemoryRef) -> dict[str, Any]:
@@ -240,6 +249,14 @@ async def delete(backends: Backends, session: Session, request: MemoryRef) -> di
         # Deleting what is not there answers, it does not fail; a retried delete is safe.
         return {"deleted": False}
     return {"deleted": True}
+
+
+async def archive(backends: Backends, session: Session, request: MemoryRef) -> dict[str, Any]:
+    """Archive (forget) one memory by id: soft, like memory_forget's sweep, it leaves search, get
+    and list (list's include_archived shows it) and restore brings it back. Unlike the sweep it
+    spares no core or important memory: it is the one you named."""
+    message = curation_pb2.MemoryRequest(caller=caller(session), id=request.memory_id)
+    return {"archived": True, "memory": memory_json(await backends.call(backends.curation.Archive, message))}
 
 
 async def restore(backends: Backends, session: Session, request: MemoryRef) -> dict[str, Any]:
@@ -327,7 +344,8 @@ class GetContext(Request):
     )
     path: str = field("A file you are about to edit, relative to the repository root: adds its rules.", "")
     repo: str | None = field(
-        "The repository whose map and rules apply; defaults to this session's project.", None
+        "The repository whose map and rules apply; defaults to this session's project ('' for none).",
+        None,
     )
     mode: str = field("answer, manager or auto (manager without a query, else answer).", "auto")
     thread_id: str = field(
@@ -348,9 +366,10 @@ async def assemble_context(backends: Backends, session: Session, request: GetCon
     facts and map, the rules for `path` (a file you are about to edit), relevant memories and
     documents, and recent work — each layer within a token budget, citing memory ids."""
     repo = request.repo
-    if repo is None and request.path:
-        # The session's project is the natural repo of a path being edited.
-        repo = session.project_scope.removeprefix(PROJECT_PREFIX)
+    if repo is None and permits(session.grants, session.project_scope):
+        # The session's project, so its map (tier 0) and a path's rules (tier 1) come without
+        # naming it; not where projects need a grant this token lacks (the map is the project's).
+        repo = session.project_repo
     message = to_proto(
         retrieval_pb2.ContextRequest(),
         request,
@@ -394,7 +413,10 @@ class UpdateMemory(Request):
 
 
 async def update(backends: Backends, session: Session, request: UpdateMemory) -> dict[str, Any]:
-    """Edit a known memory in place: only the given fields change, the id stays."""
+    """Edit a known memory in place: only the given fields change, the id stays, and the earlier
+    text stays readable as a version (memory_lineage). A description is never rewritten for you:
+    when content changes and no description is given, a memory that has one answers with
+    `description_may_be_stale: true`; give `description` too to refresh it."""
     message = to_proto(
         curation_pb2.UpdateRequest(),
         request,
@@ -404,7 +426,16 @@ async def update(backends: Backends, session: Session, request: UpdateMemory) ->
         set_tags=request.tags is not None,
         set_metadata=request.metadata is not None,
     )
-    return memory_json(await backends.call(backends.curation.Update, message, 60))
+    out = memory_json(await backends.call(backends.curation.Update, message, 60))
+    if _kept_description(request.content, request.description, out):
+        out["description_may_be_stale"] = True
+    return out
+
+
+def _kept_description(content: str | None, description: str | None, memory: dict[str, Any]) -> bool:
+    """Whether a write changed the content but kept a description written for the old content (a
+    description is the caller's own summary: nothing tells whether it still holds)."""
+    return content is not None and description is None and bool(memory["description"])
 
 
 class ForgetMemories(Request):
@@ -444,16 +475,44 @@ async def forget(backends: Backends, session: Session, request: ForgetMemories) 
     }
 
 
-class SupersedeMemory(SaveMemory):
+_KEPT = "Default: the replaced memory's."
+
+
+class SupersedeMemory(Request):
     memory_id: str = field("The id of the memory this one replaces (a UUID).")
+    content: str = field("The corrected fact.", max_length=MAX_CONTENT_CHARS)
+    description: str | None = field(f"A one-line summary. {_KEPT}", None, max_length=MAX_DESCRIPTION_CHARS)
     scope: str | None = field(_SCOPE_OF_CORRECTION, None, max_length=MAX_SCOPE_CHARS)
+    type: str | None = field(f"{_TYPE} {_KEPT}", None, max_length=MAX_TYPE_CHARS)
+    tags: list[str] | None = field(f"{_TAGS_TO_WRITE} {_KEPT} [] clears them.", None, max_items=MAX_TAGS)
+    metadata: dict[str, Any] | None = field(f"{_METADATA} {_KEPT}", None)
+    importance: float | None = field(f"{_IMPORTANCE} {_KEPT}", None, ge=_LOW, le=_HIGH)
+    kind: str | None = field(f"The memory's kind: {_KINDS}. {_KEPT}", None)
 
 
 async def supersede(backends: Backends, session: Session, request: SupersedeMemory) -> dict[str, Any]:
     """Replace a memory with a corrected one: a new id; the old one is closed but kept for
-    history and as-of questions."""
-    response = await backends.call(backends.curation.Save, _save_request(session, request, request.memory_id))
-    return {"created": response.created, "memory": memory_json(response.memory)}
+    history and as-of questions (memory_lineage lists both). Every field not given is kept from
+    the memory it replaces: description, type, tags, metadata, importance, kind (and its decay
+    class). When the kept description was written for the old content, the answer says
+    `description_may_be_stale: true`; give `description` to replace it."""
+    # With no scope named, curation puts the correction where the replaced memory lives (it
+    # knows the scope, the gateway does not): the session's project would refuse a `user:` one.
+    message = to_proto(
+        curation_pb2.SaveRequest(),
+        request,
+        caller=caller(session),
+        supersedes=request.memory_id,
+        # An empty description, tag list or metadata given is a value, not "keep the old one".
+        set_description=request.description is not None,
+        set_tags=request.tags is not None,
+        set_metadata=request.metadata is not None,
+    )
+    response = await backends.call(backends.curation.Save, message)
+    out: dict[str, Any] = {"created": response.created, "memory": memory_json(response.memory)}
+    if _kept_description(request.content, request.description, out["memory"]):
+        out["description_may_be_stale"] = True
+    return out
 
 
 class DecideTask(Request):

@@ -123,6 +123,10 @@ def _memory_routes(router: APIRouter) -> None:
     async def delete(memory_id: Annotated[str, mid], http: Request) -> dict[str, Any]:
         return await call(http, memories.delete, memories.MemoryRef(memory_id=memory_id))
 
+    @router.post("/memories/{memory_id}/archive", description=doc(memories.archive))
+    async def archive(memory_id: Annotated[str, mid], http: Request) -> dict[str, Any]:
+        return await call(http, memories.archive, memories.MemoryRef(memory_id=memory_id))
+
     @router.post("/memories/{memory_id}/restore", description=doc(memories.restore))
     async def restore(memory_id: Annotated[str, mid], http: Request) -> dict[str, Any]:
         return await call(http, memories.restore, memories.MemoryRef(memory_id=memory_id))

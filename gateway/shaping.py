@@ -128,6 +128,19 @@ def memory_json(m: common_pb2.Memory) -> dict[str, Any]:
     return out
 
 
+def save_json(response: curation_pb2.SaveResponse) -> dict[str, Any]:
+    """Seed 001's save answer, `{created, memory}` or `{created: false, memory, replaced}`, plus
+    `similar` when a near-duplicate states a different fact (only then, so the drop-in shape holds)."""
+    out: dict[str, Any] = {"created": response.created, "memory": memory_json(response.memory)}
+    if response.HasField("replaced"):
+        out["replaced"] = memory_json(response.replaced)
+    if response.similar:
+        out["similar"] = [
+            {"id": s.id, "content": s.content, "differences": list(s.differences)} for s in response.similar
+        ]
+    return out
+
+
 def hit_json(h: retrieval_pb2.SearchHit, degraded: list[str]) -> dict[str, Any]:
     """A search hit: the memory, its scores, and what was missing from the answer when something was."""
     out = {
@@ -148,6 +161,26 @@ def hit_json(h: retrieval_pb2.SearchHit, degraded: list[str]) -> dict[str, Any]:
         # Never silently half-answer: a hit read on its own still says what was missing.
         out["degraded"] = degraded
     return out
+
+
+def version_json(number: int, v: retrieval_pb2.MemoryVersion) -> dict[str, Any]:
+    """One version of a memory (lineage's `versions`), numbered from 1 along the chain. content and
+    description are null when they cannot be read (`text` says why: purged or deleted; or the
+    value was carried over from a purged version)."""
+    return {
+        "version": number,
+        "memory_id": v.memory_id,
+        "record_id": v.record_id,
+        "seq": v.seq,
+        "operation": v.operation,
+        "reason": v.reason or None,
+        "at": iso(v.at),
+        "author": v.author,
+        "text": v.text,
+        "content": v.content if v.HasField("content") else None,
+        "description": v.description if v.HasField("description") else None,
+        "changed": list(v.changed),
+    }
 
 
 def record_json(view: curation_pb2.RecordView) -> dict[str, Any]:
@@ -250,11 +283,12 @@ def proposal_json(p: intelligence_pb2.Proposal) -> dict[str, Any]:
 
 
 def ask_json(r: intelligence_pb2.AskResponse) -> dict[str, Any]:
-    """The Dialectic's answer: claims that cite live ids, what the validator dropped and why, the
-    depth used and why, and the evidence the claims were drawn from."""
+    """The Dialectic's answer: claims that cite live ids (or none, and why: `abstained`), what the
+    validator dropped and why, the depth used and why, and the evidence the claims were drawn from."""
     return {
         "mode": r.mode,
         "claims": [{"text": c.text, "citations": list(c.citations)} for c in r.claims],
+        "abstained": r.abstained or None,
         "dropped": [{"text": d.text, "citations": list(d.citations), "reason": d.reason} for d in r.dropped],
         "depth": r.depth,
         "depth_reason": r.depth_reason,
@@ -279,4 +313,6 @@ def consolidate_report_json(r: intelligence_pb2.ConsolidateReport) -> dict[str, 
         "pending": r.pending,
         "duration_ms": round(r.duration_ms, 1),
         "notes": list(r.notes),
+        "coverage": r.coverage or None,
+        "read": r.read,
     }

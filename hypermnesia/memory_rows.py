@@ -17,6 +17,7 @@ __all__ = [
     "MAX_CHAIN",
     "MEMORY_COLUMNS",
     "READ_COLUMNS",
+    "chain_ids_sql",
     "chain_sql",
     "fresh_sql",
     "is_live",
@@ -120,25 +121,42 @@ MAX_CHAIN = 10_000
 
 def _walk(name: str, link: str) -> str:
     """A recursive CTE `name(id, step)` from memory $1 along `link` (supersedes: back, steps
-    0, -1, ...; superseded_by: forward, 0, 1, ...)."""
-    sign = "-" if link == "supersedes" else "+"
+    0, -1, ...; superseded_by: forward, 0, 1, ...).
+
+    A purged or deleted memory leaves its row gone but its id in its neighbours' links, so the
+    walk steps over it: from a gone id, the next one is the memory whose opposite link names it
+    (the walk back finds the predecessor by its superseded_by, the walk forward the successor by
+    its supersedes; both indexed). Gone ids stay in the chain, for the versions the raw log
+    still has of them."""
+    back = link == "supersedes"
+    sign, opposite = ("-", "superseded_by") if back else ("+", "supersedes")
     return (
         f"{name}(id, step) AS ("
         f" SELECT id, 0 FROM memories WHERE id = $1"
-        f" UNION ALL SELECT m.{link}, w.step {sign} 1 FROM {name} w JOIN memories m ON m.id = w.id"
-        f" WHERE m.{link} IS NOT NULL AND abs(w.step) < {MAX_CHAIN}"
+        f" UNION ALL SELECT coalesce(m.{link}, n.id), w.step {sign} 1 FROM {name} w"
+        f" LEFT JOIN memories m ON m.id = w.id"
+        f" LEFT JOIN memories n ON m.id IS NULL AND n.{opposite} = w.id"
+        f" WHERE coalesce(m.{link}, n.id) IS NOT NULL AND abs(w.step) < {MAX_CHAIN}"
         f") CYCLE id SET {name}_cycle USING {name}_path"
+    )
+
+
+def _chain() -> str:
+    return (
+        f"WITH RECURSIVE {_walk('back', 'supersedes')}, {_walk('forward', 'superseded_by')},"
+        " chain AS (SELECT id, step FROM back WHERE NOT back_cycle"
+        " UNION SELECT id, step FROM forward WHERE NOT forward_cycle)"
     )
 
 
 def chain_sql(columns: str) -> str:
     """Every memory on the supersede chain through memory $1, oldest first; `columns` over alias m."""
-    return (
-        f"WITH RECURSIVE {_walk('back', 'supersedes')}, {_walk('forward', 'superseded_by')},"
-        " chain AS (SELECT id, step FROM back WHERE NOT back_cycle"
-        " UNION SELECT id, step FROM forward WHERE NOT forward_cycle)"
-        f" SELECT {columns} FROM chain c JOIN memories m ON m.id = c.id ORDER BY c.step"
-    )
+    return f"{_chain()} SELECT {columns} FROM chain c JOIN memories m ON m.id = c.id ORDER BY c.step"
+
+
+def chain_ids_sql() -> str:
+    """Every id on the supersede chain through memory $1, oldest first, gone memories included."""
+    return f"{_chain()} SELECT c.id FROM chain c ORDER BY c.step, c.id"
 
 
 def predecessors_sql() -> str:

@@ -228,6 +228,12 @@ class CurationSettings(EmbedderClientSettings):
     # The Dialectic searches through the retrieval service (connected on first use, since the
     # local stack starts curation before retrieval).
     retrieval_address: str = f"127.0.0.1:{DEFAULT_RETRIEVAL_PORT}"
+    # The Dialectic answers only from retrieved memories at least this similar to the question
+    # (cosine, the embedding model's scale: chosen for all-MiniLM-L6-v2 in docs/EVAL.md, "The
+    # Dialectic's abstention"; lexical hits bypass it), and abstains when none is, or none shares a
+    # word of the question's content. dialectic_abstain=false quotes whatever was retrieved.
+    dialectic_min_similarity: Fraction = 0.3
+    dialectic_abstain: bool = True
     # Optional LLM (issue 18): any OpenAI-compatible chat-completions endpoint; unset = every step
     # runs in its deterministic extractive mode.
     llm_base_url: str | None = Field(default=None, description="Base URL ending in /v1.")

@@ -1,5 +1,5 @@
-"""Test helpers: a real MCP client session over streamable HTTP, JSON from tool results, and the
-default model's onnx provider."""
+"""Test helpers: a real MCP client session over streamable HTTP, JSON from tool results, the
+default model's onnx provider, and a store as it was before a given migration."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from hypermnesia.migrator import migration_files
 from services.embedder.onnx_provider import OnnxProvider
 
 
@@ -50,3 +52,22 @@ def onnx_provider_for(model_cache: Path, quantization: str = "fp32", workers: in
         inter_op_threads=0,
         workers=workers,
     )
+
+
+async def migrate_before(
+    conn: asyncpg.Connection, first_left: str, *, first: str = "", contents: dict[str, str] | None = None
+) -> None:
+    """A store as it was before migration `first_left`, recorded as the migrator kept its records
+    then (names, no sha256): the migrations from `first` on applied and recorded. `contents` gives
+    a file as it was applied then (name -> SQL), for one that was edited after it landed."""
+    await conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations"
+        " (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+    )
+    for name, sql in migration_files():
+        if name < first:
+            continue
+        if name >= first_left:
+            break
+        await conn.execute((contents or {}).get(name, sql))
+        await conn.execute("INSERT INTO schema_migrations (version) VALUES ($1)", name)

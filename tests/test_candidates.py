@@ -16,9 +16,9 @@ from hypermnesia.migrator import migrate
 from hypermnesia.pin import ensure_embedding_pin
 from hypermnesia.pool import connect_pool
 from hypermnesia.settings import RetrievalSettings
+from hypermnesia.words import STOPWORDS
 from services.retrieval import repo
 from services.retrieval.filters import Prefilter
-from services.retrieval.lexical import STOPWORDS
 from tests.conftest import create_database
 
 K1, B_MEMORY, B_DOCUMENT = 1.2, 0.4, 0.75

@@ -11,6 +11,7 @@ import pytest
 
 from hypermnesia.embedder_client import EmbedderClient
 from tests.conftest import Stack
+from tests.helpers import mcp_session, tool_json
 
 HEADERS = {"Authorization": "Bearer alice-token", "X-Hypermnesia-Project": "ctx"}
 MAP = Path(__file__).resolve().parent.parent / "deploy" / "examples" / "hypermnesia-map.yaml"
@@ -129,6 +130,33 @@ async def test_path_rules_are_deterministic_tier_1(ctx_stack: Stack) -> None:
     assert "never edited by hand" in rules["text"]
     assert "generated-not-edited" in rules["cited_ids"]
     assert "Project map of ctx" in first["layers"]["project"]["text"]
+
+
+async def test_no_repo_named_is_the_sessions_project(ctx_stack: Stack) -> None:
+    """The map is loaded for repo `ctx`, the slug of the session's project `project:ctx`: the
+    context (REST and MCP) and the tier 0/1 tools find it without naming the repo."""
+    rest = await _context(ctx_stack, query="how do we deploy the payments service?")
+    assert "Project map of ctx: " in rest["layers"]["project"]["text"]
+    assert "only through the gRPC contracts" in rest["layers"]["project"]["text"]  # an invariant
+    # A path's rules need no repo either; '' names none (the map is then left out).
+    edit = await _context(ctx_stack, path="hypermnesia/v1/retrieval_pb2.py")
+    assert "generated-not-edited" in edit["layers"]["path_rules"]["cited_ids"]
+    bare = await _context(ctx_stack, query="how do we deploy the payments service?", repo="")
+    assert "Project map of" not in bare["layers"]["project"]["text"]
+    assert "Never push directly to main" in bare["layers"]["project"]["text"]
+    async with mcp_session(ctx_stack.mcp_url, "alice-token", "ctx") as client:
+        tool = tool_json(await client.call_tool("memory_context", {"query": "how do we deploy?"}))
+        assert "Project map of ctx: " in tool["layers"]["project"]["text"]
+        overview = tool_json(await client.call_tool("project_map", {}))
+        assert overview["repo"] == "ctx" and overview["components"]
+        path = {"path": "hypermnesia/v1/retrieval_pb2.py"}
+        rules = tool_json(await client.call_tool("rules_for_path", path))
+        assert rules["repo"] == "ctx" and rules["matched"] is True
+        assert "generated-not-edited" in {c["id"] for c in rules["constraints"]}
+    # Another session's project has no map: its context's project layer holds no map.
+    async with mcp_session(ctx_stack.mcp_url, "alice-token", "ctx-elsewhere") as client:
+        tool = tool_json(await client.call_tool("memory_context", {"query": "how do we deploy?"}))
+        assert "Project map of" not in tool["layers"]["project"]["text"]
 
 
 async def test_session_start_is_manager_mode(ctx_stack: Stack) -> None:

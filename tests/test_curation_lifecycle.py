@@ -1,5 +1,5 @@
 """Memory lifecycle on the real stack: the append-only raw log, dedupe, update, supersede with
-lineage and as-of columns, delete, forget/restore and the periodic sweep."""
+lineage and as-of columns, delete, forget/restore, archiving one memory and the periodic sweep."""
 
 from __future__ import annotations
 
@@ -257,6 +257,52 @@ async def test_forget_dry_run_apply_and_restore(stack: Stack) -> None:
         assert again["matched"] == 0  # restore refreshed the access time
         not_archived = await http.post(f"/memories/{ids[0]}/restore")
         assert not_archived.status_code == 409
+
+
+async def test_archive_one_memory_then_restore_it(stack: Stack) -> None:
+    """POST /memories/{id}/archive archives the memory named, even one the sweep would spare (core,
+    important): it leaves reads, the raw log says who archived it, a replay agrees, and restore
+    brings it back."""
+    here = {**ALICE, "X-Hypermnesia-Project": "archive-one"}
+    async with httpx.AsyncClient(base_url=stack.base_url, headers=here, timeout=60) as http:
+        saved = await http.post(
+            "/memories",
+            json={"content": "The staging database is rebuilt every Sunday", "kind": "core", "importance": 9},
+        )
+        assert saved.status_code == 200, saved.text
+        memory_id = saved.json()["memory"]["id"]
+
+        # Another principal cannot archive it: the same answer as for no memory at all.
+        refused = await http.post(f"/memories/{memory_id}/archive", headers=BOB)
+        assert refused.status_code == 404, refused.text
+        assert (await http.get(f"/memories/{memory_id}")).status_code == 200
+
+        archived = await http.post(f"/memories/{memory_id}/archive")
+        assert archived.status_code == 200, archived.text
+        body = archived.json()
+        assert body["archived"] is True and body["memory"]["id"] == memory_id
+        assert body["memory"]["archived_at"] is not None
+        assert (await http.get(f"/memories/{memory_id}")).status_code == 404
+        listed = (await http.get("/memories", params={"include_archived": "true"})).json()["memories"]
+        assert [m["archived_at"] is not None for m in listed if m["id"] == memory_id] == [True]
+
+        again = await http.post(f"/memories/{memory_id}/archive")
+        assert again.status_code == 409 and "archived already" in again.json()["error"]["message"]
+        missing = await http.post("/memories/00000000-0000-4000-8000-000000000000/archive")
+        assert missing.status_code == 404, missing.text
+
+        ops = await stack.pool.fetch(
+            "SELECT operation, author FROM records WHERE target_id = $1::uuid ORDER BY seq", memory_id
+        )
+        assert [(o["operation"], o["author"]) for o in ops] == [("save", "alice"), ("archive", "alice")]
+        replay = await http.post("/records/rebuild", json={"scopes": ["project:archive-one"], "check": True})
+        assert replay.status_code == 200, replay.text
+        assert replay.json()["differences"] == []
+
+        restored = await http.post(f"/memories/{memory_id}/restore")
+        assert restored.status_code == 200, restored.text
+        assert restored.json()["memory"]["archived_at"] is None
+        assert (await http.get(f"/memories/{memory_id}")).status_code == 200
 
 
 async def test_periodic_sweep_archives_and_logs(

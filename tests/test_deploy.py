@@ -1106,6 +1106,20 @@ def test_alerts_use_only_real_metrics_and_cover_what_operators_need() -> None:
     assert any("cnpg_pg_replication_lag" in e for e in expressions.values()), "replica lag"
 
 
+# Names in deploy/README.md shaped like a metric's that are not metrics: the database role.
+README_NOT_METRICS = {"hm_service"}
+
+
+def test_deploy_readme_names_only_metrics_the_services_export() -> None:
+    """What deploy/README.md says about monitoring names real metrics (it once called two that are
+    exported missing, and a metric renamed in code would leave it naming one that is not)."""
+    named = set(re.findall(r"\bhm_[a-z0-9_]+", (DEPLOY / "README.md").read_text())) - README_NOT_METRICS
+    assert {"hm_search_empty_total", "hm_rawlog_verify_runs_total", "hm_search_stage_seconds"} <= named
+    # A histogram is named by its family (hm_search_stage_seconds), a counter by its sample (_total).
+    known = exposed_metric_names() | {family.name for family in REGISTRY.collect()}
+    assert not named - known, f"deploy/README.md names {sorted(named - known)}, which no service exports"
+
+
 # Each alert run through `promtool test rules` on made-up series: (alert, input series, evaluation
 # time, the alerts expected then with their labels and summary; [] = must stay silent).
 ALERT_CASES: list[tuple[str, dict[str, str], str, list[tuple[dict[str, str], str]]]] = [

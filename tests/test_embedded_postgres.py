@@ -1,14 +1,18 @@
 """The embedded Postgres starts with hypermnesia's own settings (a buffer cache sized to the
-machine, or to HM_PG_SHARED_BUFFERS_MB), and a bad value is refused before anything starts."""
+machine, or to HM_PG_SHARED_BUFFERS_MB), a bad value is refused before anything starts, and a
+server whose holders were killed is adopted and stopped by the next."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import asyncpg
+import psutil
 import pytest
 
 from hypermnesia import embedded_pg
@@ -83,3 +87,63 @@ async def test_close_stops_the_server_before_its_folder_goes(tmp_path: Path) -> 
     server.close()
     with pytest.raises(OSError):  # nothing listens on its socket any more
         await asyncpg.connect(server.url, timeout=5)
+
+
+def postmaster_pid(pgdata: Path) -> int:
+    return int((pgdata / "postmaster.pid").read_text().split()[0])
+
+
+async def test_a_server_whose_holders_were_killed_is_adopted_and_stopped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A process holding the server is killed (SIGKILL: it never lets go): the next handle adopts the
+    server it left running, and stops it when it lets go, as if it had started it. So too when a
+    killed holder's pid belongs to another process by then (pids are reused)."""
+    data_dir = tmp_path / "data"
+    pgdata = data_dir / "pg"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from hypermnesia.embedded_pg import EmbeddedPostgres;"
+            " EmbeddedPostgres(Path(sys.argv[1]), shared_buffers_mb=64); print('ready', flush=True); time.sleep(300)",
+            str(data_dir),
+        ],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"ready\n"
+        holder_started = psutil.Process(holder.pid).create_time()
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+    orphan = postmaster_pid(pgdata)
+    assert psutil.Process(orphan).is_running()  # the killed holder left it running
+    # A second killed holder whose pid a live process (not a holder) has taken since.
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    holders, starts = pgdata / ".handle_pids.json", pgdata / ".hypermnesia_holder_starts.json"
+    assert json.loads(holders.read_text()) == [holder.pid]
+    holders.write_text(json.dumps([holder.pid, stranger.pid]))
+    starts.write_text(json.dumps({str(holder.pid): holder_started, str(stranger.pid): holder_started}))
+
+    try:
+        server = embedded_pg.EmbeddedPostgres(data_dir, shared_buffers_mb=64)
+        assert postmaster_pid(pgdata) == orphan  # adopted, not started anew
+        assert await shared_buffers_mb(server.url) == 64
+        adopted = [
+            r.getMessage() for r in caplog.records if "adopted the embedded Postgres" in r.getMessage()
+        ]
+        assert len(adopted) == 1 and f"(pids {holder.pid}, {stranger.pid})" in adopted[0], caplog.text
+        assert json.loads(holders.read_text()) == [os.getpid()]
+        server.close()
+        assert not (pgdata / "postmaster.pid").exists()  # stopped (pg_ctl stop -w has returned)
+        with contextlib.suppress(psutil.NoSuchProcess):
+            psutil.Process(orphan).wait(30)  # gone: raises TimeoutExpired while it runs
+        assert stranger.poll() is None  # the stranger was only forgotten as a holder
+    finally:  # a failure must not leave the server (or the stranger) running
+        stranger.kill()
+        stranger.wait()
+        with contextlib.suppress(psutil.NoSuchProcess):
+            psutil.Process(orphan).terminate()

@@ -234,6 +234,7 @@ async def test_session_start_injects_the_map_and_the_manager_context(
     assert "Global invariants" in body and "identifiers are in English" in body
     assert "Where things stand (manager view):" in body
     assert FACT in body
+    assert body.count("Project map of") == 1  # the map once: the context names no repo
 
 
 async def test_prompt_recalls_memories_of_the_project_fenced_as_data(
@@ -245,6 +246,8 @@ async def test_prompt_recalls_memories_of_the_project_fenced_as_data(
     assert run.code == 0 and run.event() == "UserPromptSubmit", run.err
     nonce, body = fenced(run.context)
     assert FACT in body
+    # No repo named: the gateway takes the folder's project, so its map (tier 0) comes too.
+    assert f"Project map of {workspace.project}: api: the HTTP surface" in body
 
     # A long prompt is cut to its last 4,000 characters: the store refuses a query over 4,096 (a
     # refusal would be noted on stderr), and the end of a prompt is where its question is.

@@ -13,8 +13,18 @@ from typing import Any
 import grpc
 import pytest
 
-from hypermnesia.v1 import common_pb2, curation_pb2, intelligence_pb2, intelligence_pb2_grpc
+from hypermnesia.settings import RetrievalSettings
+from hypermnesia.v1 import (
+    common_pb2,
+    curation_pb2,
+    intelligence_pb2,
+    intelligence_pb2_grpc,
+    retrieval_pb2,
+    retrieval_pb2_grpc,
+)
+from services.retrieval.server import running as retrieval_running
 from tests.conftest import Stack
+from tests.tcp_proxy import TcpProxy
 from tests.test_graph import (
     ALICE,
     BOB,
@@ -80,6 +90,81 @@ async def test_extractive_ask_quotes_cited_evidence_and_auto_explains_its_depth(
         with pytest.raises(grpc.aio.AioRpcError) as bad:
             await ask(intel, "metrics exporter port", scope, depth="everything")
         assert "explicit, derived, premises, ancestry, auto" in (bad.value.details() or "")
+
+
+PIZZA = "Friday's lunch: the team orders pizza from the Italian place near the station."
+FRANCE = "What is the capital of France?"
+
+
+async def test_ask_abstains_when_nothing_retrieved_answers_the_question(stack: Stack, tmp_path: Path) -> None:
+    scope = new_scope()
+    async with replica(stack, tmp_path) as address, stubs(address) as (cur, intel):
+        pizza = await save(cur, scope, PIZZA)
+        await save(cur, scope, "The web shop's checkout takes card payments through Stripe.")
+        cat = await save(cur, scope, "The office cat sat on the warm mat by the window all afternoon.")
+        # Far from everything stored: no claim, and why, naming the closest memory.
+        assert 0.15 <= (await stubs_search(stack, scope, FRANCE))[pizza] < 0.3  # found, but far
+        reply = await ask(intel, FRANCE, scope)
+        assert list(reply.claims) == [] and list(reply.evidence) == []
+        assert reply.abstained.startswith(
+            f"no memory is close enough to the question: the closest ({pizza}) "
+        )
+        assert reply.abstained.endswith(", below the relevance floor 0.30")
+        # Close in embedding space but sharing no word: still no claim.
+        search = await stubs_search(stack, scope, "Where does the kitten doze?")
+        assert search[cat] >= 0.3, search  # close enough by the floor alone
+        kitten = await ask(intel, "Where does the kitten doze?", scope)
+        assert list(kitten.claims) == []
+        assert (
+            kitten.abstained == "no memory close to the question shares a word of its content (kitten, doze)"
+        )
+        # The answerable question still gets its cited claim, and no abstention.
+        lunch = await ask(intel, "When does the team have its pizza lunch?", scope)
+        assert lunch.abstained == "" and lunch.claims[0].citations == [pizza]
+        assert lunch.claims[0].text == PIZZA
+    # HM_DIALECTIC_ABSTAIN=false quotes whatever was retrieved, as before there was a floor.
+    async with replica(stack, tmp_path, dialectic_abstain=False) as address, stubs(address) as (_cur, intel):
+        reply = await ask(intel, FRANCE, scope)
+        assert reply.claims and reply.abstained == ""
+
+
+async def test_a_lexical_only_search_is_judged_by_shared_words_alone(stack: Stack, tmp_path: Path) -> None:
+    """With the embedder unreachable, search runs lexical-only and has no similarity: the floor
+    would abstain on everything, so the Dialectic judges by shared words alone and says so."""
+    scope = new_scope()
+    proxy = TcpProxy(stack.embedder_address)
+    await proxy.start()
+    settings = RetrievalSettings(
+        database_url=stack.database_url, embedder_address=proxy.address, retrieval_port=0, data_dir=tmp_path
+    )
+    try:
+        async with (
+            retrieval_running(settings) as (_server, port, _searcher),
+            replica(stack, tmp_path, retrieval_address=f"127.0.0.1:{port}") as address,
+            stubs(address) as (cur, intel),
+        ):
+            pizza = await save(cur, scope, PIZZA)
+            await proxy.stop()  # retrieval's embedder is gone from here on
+            # Not every word of it is stored ("shop"), so the hit is no lexical match: without a
+            # similarity, the floor alone would abstain.
+            lunch = await ask(intel, "Which pizza does the shop order for lunch?", scope)
+            assert (
+                "search degraded (embedder_unavailable): the relevance floor was not applied" in lunch.notes
+            )
+            assert lunch.abstained == "" and [list(c.citations) for c in lunch.claims] == [[pizza]]
+            france = await ask(intel, FRANCE, scope)
+            assert list(france.claims) == [] and france.abstained == "nothing in memory matched the question"
+    finally:
+        await proxy.stop()
+
+
+async def stubs_search(stack: Stack, scope: str, query: str) -> dict[str, float]:
+    """Memory id -> cosine similarity, as the Dialectic's search sees them."""
+    async with grpc.aio.insecure_channel(stack.retrieval_address) as channel:
+        reply = await retrieval_pb2_grpc.RetrievalStub(channel).Search(
+            retrieval_pb2.SearchRequest(caller=ALICE, query=query, scopes=[scope], k=8), timeout=TIMEOUT
+        )
+    return {h.memory.id: h.similarity for h in reply.hits}
 
 
 async def test_derived_best_hit_widens_to_premises_and_a_stale_one_stops_being_cited(
@@ -250,6 +335,46 @@ async def test_llm_failures_fall_back_to_extractive_and_say_so(stack: Stack, tmp
                 assert len(fake.requests) == sent
             finally:
                 await stack.pool.execute("UPDATE llm_usage SET tokens = $2 WHERE day = $1", today, old or 0)
+
+
+async def test_llm_is_not_asked_below_the_floor_and_its_not_in_memory_is_an_abstention(
+    stack: Stack, tmp_path: Path
+) -> None:
+    scope = new_scope()
+    with fake_llm([]) as fake:
+        async with (
+            replica(stack, tmp_path, llm_base_url=fake.url, llm_model="fake", llm_max_retries=0) as address,
+            stubs(address) as (cur, intel),
+        ):
+            pizza = await save(cur, scope, PIZZA)
+            # Below the floor: the LLM is not asked at all.
+            reply = await ask(intel, FRANCE, scope)
+            assert fake.requests == [] and list(reply.claims) == []
+            assert "below the relevance floor 0.30" in reply.abstained
+            assert "llm: not asked, since nothing retrieved answers the question" in reply.notes
+            # Above it, the LLM is told to answer "not in memory", and that answer is an abstention.
+            fake.script.append(Scripted({"claims": [], "not_in_memory": True}))
+            question = "Which toppings are on the Friday pizza?"
+            reply = await ask(intel, question, scope)
+            (request,) = fake.requests
+            assert 'answer "not in memory"' in user_prompt(request) and pizza in user_prompt(request)
+            assert reply.mode == "llm" and list(reply.claims) == []
+            assert reply.abstained == (
+                'the LLM answered "not in memory": the memories shown (1) do not answer the question'
+            )
+            fake.script.append(Scripted({"claims": []}))
+            reply = await ask(intel, question, scope)
+            assert (
+                list(reply.claims) == []
+                and reply.abstained == "the LLM made no claim from the memories shown (1)"
+            )
+            # And when it answers, its cited claim stands.
+            fake.script.append(
+                Scripted({"claims": [{"text": "The team eats pizza on Fridays.", "citations": [pizza]}]})
+            )
+            reply = await ask(intel, "When does the team have its pizza lunch?", scope)
+            assert reply.mode == "llm" and reply.abstained == ""
+            assert [list(c.citations) for c in reply.claims] == [[pizza]]
 
 
 async def test_dreamer_words_with_the_llm_and_falls_back_when_it_fails(stack: Stack, tmp_path: Path) -> None:

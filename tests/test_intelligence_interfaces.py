@@ -13,11 +13,13 @@ import socket
 import sys
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
 from mcp_types import TextContent
 
+from hypermnesia.scopes import project_name_for_root
 from tests.conftest import Stack
 from tests.helpers import mcp_session, tool_json
 
@@ -28,7 +30,9 @@ def _headers(token: str, project: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}", "X-Hypermnesia-Project": project}
 
 
-async def cli(stack: Stack, *words: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+async def cli(
+    stack: Stack, *words: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> tuple[int, str, str]:
     """`python -m hypermnesia WORDS` against the stack's curation service. Asynchronous: the stack
     serves from this test's event loop, which a blocking subprocess call would stall."""
     child = await asyncio.create_subprocess_exec(
@@ -36,6 +40,7 @@ async def cli(stack: Stack, *words: str, env: dict[str, str] | None = None) -> t
         "-m",
         "hypermnesia",
         *words,
+        cwd=cwd,
         env={**os.environ, "HM_CURATION_ADDRESS": stack.curation_address, **(env or {})},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -46,8 +51,8 @@ async def cli(stack: Stack, *words: str, env: dict[str, str] | None = None) -> t
     return child.returncode, out.decode(), err.decode()
 
 
-async def cli_json(stack: Stack, *words: str) -> Any:
-    code, out, err = await cli(stack, *words, "--json")
+async def cli_json(stack: Stack, *words: str, cwd: Path | None = None) -> Any:
+    code, out, err = await cli(stack, *words, "--json", cwd=cwd)
     assert code == 0, err
     return json.loads(out)  # exactly one JSON document, nothing else on stdout
 
@@ -215,8 +220,11 @@ async def test_a_week_in_proposals_out_decided_revised_and_asked(stack: Stack) -
         asked = await http.post("/dialectic/ask", json={"question": question})
         assert asked.status_code == 200, asked.text
         answer = asked.json()
-        assert set(answer) == {"mode", "claims", "dropped", "depth", "depth_reason", "notes", "evidence"}
+        assert set(answer) == {
+            "mode", "claims", "abstained", "dropped", "depth", "depth_reason", "notes", "evidence"
+        }  # fmt: skip
         assert answer["mode"] == "extractive" and answer["claims"] and answer["depth_reason"]
+        assert answer["abstained"] is None
         cited = {c for claim in answer["claims"] for c in claim["citations"]}
         assert derived not in cited  # stale and superseded: never served as if nothing happened
         for memory_id in cited:
@@ -233,6 +241,44 @@ async def test_a_week_in_proposals_out_decided_revised_and_asked(stack: Stack) -
         assert code == 0 and "[1] " in out and "cites " in out and "depth " in out
         theirs = (await other.post("/dialectic/ask", json={"question": question})).json()
         assert not {c for claim in theirs["claims"] for c in claim["citations"]} & (cited | {derived})
+
+
+async def test_an_unrelated_question_is_abstained_on_everywhere(stack: Stack, tmp_path: Path) -> None:
+    """A web shop's project holds a Friday pizza lunch: asked the capital of France, REST, MCP and
+    the CLI (run in the project's folder, naming no scope) answer with no claim and say why; a
+    question the lunch answers still gets its cited claim."""
+    folder = tmp_path / "web shop"
+    folder.mkdir()
+    project = project_name_for_root(str(folder.resolve()))
+    pizza_text = "Friday's lunch: the team orders pizza from the Italian place near the station."
+    async with httpx.AsyncClient(
+        base_url=stack.base_url, headers=_headers("alice-token", project), timeout=120
+    ) as http:
+        saved = []
+        for content in (pizza_text, "The web shop's checkout takes card payments through Stripe."):
+            response = await http.post("/memories", json={"content": content})
+            assert response.status_code == 200, response.text
+            saved.append(response.json()["memory"]["id"])
+        pizza = saved[0]
+        france = "What is the capital of France?"
+        rest = (await http.post("/dialectic/ask", json={"question": france})).json()
+        lunch = (await http.post("/dialectic/ask", json={"question": "What is Friday's lunch?"})).json()
+    floor = ", below the relevance floor 0.30"
+    assert rest["claims"] == [] and rest["evidence"] == []
+    assert rest["abstained"].startswith(f"no memory is close enough to the question: the closest ({pizza})")
+    assert rest["abstained"].endswith(floor)
+    assert lunch["abstained"] is None and lunch["claims"][0] == {"text": pizza_text, "citations": [pizza]}
+    async with mcp_session(stack.mcp_url, "alice-token", project) as client:
+        tool = tool_json(await client.call_tool("memory_ask", {"question": france}))
+    assert tool["claims"] == [] and tool["abstained"] == rest["abstained"]
+    # The CLI's default scope is the folder's project, as the hooks and an MCP root name it.
+    by_cli = await cli_json(stack, "ask", france, cwd=folder)
+    assert by_cli["claims"] == [] and by_cli["abstained"] == rest["abstained"]
+    code, out, err = await cli(stack, "ask", france, cwd=folder)
+    assert code == 0, err
+    assert out.startswith(f"no claim (searched project:{project}): no memory is close enough")
+    answered = await cli_json(stack, "ask", "What is Friday's lunch?", cwd=folder)
+    assert answered["abstained"] is None and answered["claims"][0]["citations"] == [pizza]
 
 
 async def test_schemas_and_bad_requests_say_what_to_do(stack: Stack) -> None:

@@ -16,7 +16,7 @@ import grpc
 import pytest
 
 from hypermnesia import row_security
-from hypermnesia.migrator import INDEXED_OPERATOR_FUNCTIONS, migrate, migration_files
+from hypermnesia.migrator import INDEXED_OPERATOR_FUNCTIONS, migrate
 from hypermnesia.pool import connect_pool
 from hypermnesia.v1 import (
     common_pb2,
@@ -29,6 +29,7 @@ from services.retrieval import repo
 from services.retrieval.filters import Prefilter
 from services.retrieval.search import SearchInput
 from tests.conftest import Stack, create_database
+from tests.helpers import migrate_before
 
 ALICE = common_pb2.Caller(principal="alice", grants=["user:alice", "project:*", "shared"])
 BOB = common_pb2.Caller(principal="bob", grants=["user:bob", "project:bobs"])
@@ -382,24 +383,12 @@ async def test_the_lexical_leg_keeps_its_index_and_results_under_row_security(
         await stack.pool.execute("DELETE FROM memories WHERE owner_id = 'rls-bulk'")
 
 
-async def _migrate_before(conn: asyncpg.Connection, first_left: str) -> None:
-    """A store as it was before migration `first_left`: the earlier ones applied and recorded."""
-    await conn.execute(
-        "CREATE TABLE schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
-    )
-    for name, sql in migration_files():
-        if name >= first_left:
-            break
-        await conn.execute(sql)
-        await conn.execute("INSERT INTO schema_migrations (version) VALUES ($1)", name)
-
-
 async def test_the_migration_applies_to_a_store_holding_data(pg_server_url: str) -> None:
     url = await create_database(pg_server_url)
     pool = await connect_pool(url, max_size=2)
     try:
         async with pool.acquire() as conn:
-            await _migrate_before(conn, "0025")
+            await migrate_before(conn, "0025")
             await conn.execute(
                 "INSERT INTO memories (id, scope, owner_id, content, created_at, updated_at, last_accessed_at,"
                 " valid_from) SELECT gen_random_uuid(), 'user:' || (i % 3), 'o', 'note ' || i, now(), now(), now(),"
@@ -444,7 +433,7 @@ async def test_stale_reasons_written_before_0027_lose_their_cross_scope_ids(pg_s
     pool = await connect_pool(url, max_size=2)
     try:
         async with pool.acquire() as conn:
-            await _migrate_before(conn, "0027")
+            await migrate_before(conn, "0027")
             premise, successor, here, elsewhere = (uuid.uuid4() for _ in range(4))
             for memory_id, scope in ((premise, "user:a"), (here, "user:a"), (elsewhere, "user:b")):
                 await conn.execute(

@@ -313,6 +313,7 @@ ROUTES: dict[str, Cases] = {
     ),
     "DELETE /memories/{memory_id}": lambda v: _per_id("DELETE", "/memories/{id}", v, *MEMORY_IDS),
     "POST /memories/{memory_id}/restore": lambda v: _per_id("POST", "/memories/{id}/restore", v, *MEMORY_IDS),
+    "POST /memories/{memory_id}/archive": lambda v: _per_id("POST", "/memories/{id}/archive", v, *MEMORY_IDS),
     "POST /memories/{memory_id}/supersede": lambda v: (
         _per_id("POST", "/memories/{id}/supersede", v, *MEMORY_IDS, body={"content": "the intruder corrects"})
         + _per_id("POST", "/memories/{id}/supersede", v, "fact", body={"content": "x", "scope": "user:bob"})
@@ -696,6 +697,9 @@ async def test_each_principal_still_reads_its_own(swept: Stack) -> None:
             assert t.mark in json.dumps(doc)
             lineage = await _ok(await http.get(f"/memories/{t.ids['new']}/lineage", headers=t.headers))
             assert t.ids["old"] in json.dumps(lineage)
+            versions = lineage["versions"]
+            assert [v["memory_id"] for v in versions] == [t.ids["old"], t.ids["new"]]
+            assert all(t.mark in v["content"] and v["author"] == t.name for v in versions), versions
 
 
 # ---------------------------------------------------------------------------------------------
@@ -751,8 +755,11 @@ def _field_bodies(text: str) -> list[tuple[str, str, Any, str]]:
 
 
 def _stored(field_name: str, sent: Any, memory: dict[str, Any]) -> bool:
+    # A save that merges into a restatement adds its tags and keys to the memory's own.
     if field_name == "metadata":
         return all(memory["metadata"].get(k) == v for k, v in sent.items())
+    if field_name == "tags":
+        return all(tag in memory["tags"] for tag in sent)
     return memory[field_name] == sent
 
 

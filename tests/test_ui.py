@@ -1,8 +1,14 @@
 """The web UI at /ui in a real browser: Debian's headless Chromium driven by playwright-core (npm,
-tests/ui, installed by `make test`) from tests/ui/run.mjs, against the real stack. Alice signs in,
-finds a memory saved through REST on the search page, opens it, approves a proposal, and the 3D map
-draws as many nodes as /viz/graph answers, in a screenshot that is not blank; bob never sees
-alice's memories. HM_UI_SCREENSHOTS=1 also rewrites docs/ui-search.png and docs/ui-map.png.
+tests/ui, installed by `make test`) from tests/ui/run.mjs, against the real stack, with every
+request to anything but the gateway aborted (the network unplugged). The sign-in page offers no
+"Sign out"; /docs (Swagger UI) and /redoc render every operation from the gateway's own assets.
+Alice signs in, finds a memory saved through REST on the search page, opens it, sees every version
+of a memory updated in place and every raw-log record of it (the ones `hypermnesia why` lists),
+edits a memory on its page (content, description, tags, importance), sees an edit the API refuses
+answered with its message, archives it, restores it and deletes it after a confirmation, approves a
+proposal, and the 3D map draws as many nodes as /viz/graph answers, in a screenshot that is not
+blank; bob never sees alice's memories. HM_UI_SCREENSHOTS=1 also rewrites docs/ui-search.png and
+docs/ui-map.png.
 
 Missing Node, npm packages or Chromium is a failure with what to install, never a skip."""
 
@@ -19,6 +25,7 @@ import httpx
 import pytest
 
 from tests.conftest import Stack
+from tests.test_curation_admin import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 UI_TESTS = ROOT / "tests" / "ui"
@@ -95,7 +102,7 @@ async def _save(http: httpx.AsyncClient, headers: dict[str, str], **body: object
     return response.json()["memory"]
 
 
-async def test_ui_in_headless_chromium(stack: Stack) -> None:
+async def test_ui_in_headless_chromium(stack: Stack, model_cache: Path) -> None:
     node, script = _prerequisites()
     alice = {"Authorization": "Bearer alice-token", "X-Hypermnesia-Project": PROJECT}
     bob = {"Authorization": "Bearer bob-token"}
@@ -131,6 +138,27 @@ async def test_ui_in_headless_chromium(stack: Stack) -> None:
             headers=alice,
         )
         assert response.status_code == 200, response.text
+        # A memory changed in place twice, by two writers' edits: three versions, three records.
+        versioned = await _save(
+            http, alice, content="The backup runs at 01:00", description="backup time", scope=SCOPE
+        )
+        versions = [versioned["content"]]
+        for content in ("The backup runs at 01:30", "The backup runs at 02:15 since the reindex moved"):
+            response = await http.patch(
+                f"/memories/{versioned['id']}", json={"content": content}, headers=alice
+            )
+            assert response.status_code == 200, response.text
+            versions.append(content)
+        # Edited, archived, restored and deleted on its page.
+        editable = await _save(
+            http,
+            alice,
+            content="The community garden opens at 7 on Saturdays",
+            description="garden hours",
+            scope=SCOPE,
+            tags=["garden"],
+            importance=2,
+        )
         bobs = await _save(
             http,
             bob,
@@ -153,6 +181,12 @@ async def test_ui_in_headless_chromium(stack: Stack) -> None:
         f"fact:{saved['id']}",
     )
 
+    # What `hypermnesia why` lists for it: the records the memory page must list.
+    why = await cli(stack.database_url, model_cache, "why", versioned["id"], "--json")
+    assert why.code == 0, why.err
+    why_seqs = [r["seq"] for r in json.loads(why.out)["records"]]
+    assert len(why_seqs) == len(versions), why.out
+
     screenshots = os.environ.get("HM_UI_SCREENSHOTS") == "1"
     config = {
         "base": stack.base_url,
@@ -167,6 +201,17 @@ async def test_ui_in_headless_chromium(stack: Stack) -> None:
             "query": "when do herons migrate south",
         },
         "bobMemory": {"id": bobs["id"], "query": "marmot in the server room"},
+        "versioned": {"id": versioned["id"], "contents": versions, "author": "alice", "records": why_seqs},
+        "editable": {
+            "id": editable["id"],
+            "content": editable["content"],
+            "edited": {
+                "content": "The community garden opens at 8 on Saturdays since May",
+                "description": "garden opening time",
+                "tags": ["garden", "weekend plans"],
+                "importance": 4.5,
+            },
+        },
         "proposal": str(proposal),
         "screenshots": str(ROOT / "docs") if screenshots else None,
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -160,6 +161,98 @@ async def test_up_serves_supervises_and_restarts(tmp_path: Path) -> None:
         print(f"first start {first_start_s:.1f} s, restart {restart_s:.1f} s")
     finally:
         up.stop()
+
+
+def stack_processes(data_dir: Path) -> dict[int, str]:
+    """Every live process of the stack on `data_dir`, by pid: the embedded Postgres (its command line
+    names the data dir: `postgres -D <data_dir>/pg`) and whatever runs with HM_DATA_DIR set to it
+    (`up`, the services, and the Postgres processes `up` started, which inherit its environment)."""
+    found = {}
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid == os.getpid() or proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            cmdline = proc.cmdline()
+            if str(data_dir) in " ".join(cmdline) or proc.environ().get("HM_DATA_DIR") == str(data_dir):
+                found[proc.pid] = " ".join(cmdline)
+                # Postgres's own processes (checkpointer, backends) write their title over their
+                # command line and environment: they are found as the server's children.
+                for child in proc.children(recursive=True):
+                    with contextlib.suppress(psutil.NoSuchProcess):
+                        if child.status() != psutil.STATUS_ZOMBIE:
+                            found[child.pid] = " ".join(child.cmdline())
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def wait_until_gone(data_dir: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while stack_processes(data_dir):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still running after {timeout_s:.0f} s: {stack_processes(data_dir)}")
+        time.sleep(0.2)
+
+
+def postmasters(processes: dict[int, str], pgdata: Path) -> list[int]:
+    return [pid for pid, cmd in processes.items() if f"-D {pgdata}" in cmd]
+
+
+@pytest.mark.timeout(900)
+def test_a_killed_up_leaves_no_process_and_the_next_up_owns_the_database(tmp_path: Path) -> None:
+    """SIGKILL of `up` (no handler runs) leaves neither services nor the embedded Postgres behind;
+    a Postgres orphaned by a kill of every process is adopted by the next `up` and stopped at its
+    Ctrl-C."""
+    data_dir = tmp_path / "data"
+    pgdata = (data_dir / "pg").resolve()
+    env = stack_env(data_dir)
+    up = UpProcess(env)
+    try:
+        up.wait_for(r"hypermnesia is up", 240)
+        running = stack_processes(data_dir)
+        assert len(postmasters(running, pgdata)) == 1, running  # the scan sees what it must not see later
+        services = up.children()
+        assert sorted(services) == ["curation", "embedder", "gateway", "retrieval"]
+        assert {child.pid for child in services.values()} <= set(running)
+        assert any("database_guard" in cmd for cmd in running.values()), running
+
+        # `up` dies at once: its services and its database guard get SIGTERM (their parent-death
+        # signal); the services stop, and the guard stops the database `up` never let go of.
+        up.proc.kill()
+        up.proc.wait()
+        wait_until_gone(data_dir, 90)
+
+        # Every process but the database dies at once (kill -9 of them all, the OOM killer):
+        # nothing is left to stop it, and its list of holders names dead processes only.
+        up = UpProcess(env)
+        up.wait_for(r"hypermnesia is up", 240)
+        everything = psutil.Process(up.proc.pid).children()  # the services and the guard
+        assert len(everything) == 5
+        # `up` frozen first, its children killed before it: a child that saw `up` die first would
+        # get its parent-death signal and start letting go.
+        up.proc.send_signal(signal.SIGSTOP)
+        for child in everything:
+            child.kill()
+        psutil.wait_procs(everything, timeout=30)
+        up.proc.kill()
+        up.proc.wait()
+        orphan = postmasters(stack_processes(data_dir), pgdata)
+        assert len(orphan) == 1
+
+        # The next `up` adopts it, and stops it at its Ctrl-C.
+        up = UpProcess(env)
+        up.wait_for(r"adopted the embedded Postgres", 60)
+        up.wait_for(r"hypermnesia is up", 240)
+        assert postmasters(stack_processes(data_dir), pgdata) == orphan  # the same server, not another
+        up.proc.send_signal(signal.SIGINT)
+        assert up.proc.wait(60) == 0, up.output()
+        wait_until_gone(data_dir, 30)
+    finally:
+        if up.proc.poll() is None:
+            up.proc.kill()
+        for pid in stack_processes(data_dir):  # whatever a failure left, so no test leaks a stack
+            with contextlib.suppress(psutil.NoSuchProcess):
+                psutil.Process(pid).kill()
 
 
 def test_up_refuses_a_taken_port(tmp_path: Path) -> None:

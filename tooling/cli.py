@@ -77,6 +77,7 @@ COMMAND_MODULES = (
     "tooling.commands.retrieval",
     "tooling.commands.load",
     "tooling.bench.viz",
+    "tooling.bench.consolidation",
     "tooling.bench.replica_lag",
     "tooling.commands.structure",
     "tooling.commands.admin",

@@ -362,8 +362,8 @@ def plan(event: str, hook: dict[str, Any], cwd: str) -> tuple[list[Call], str]:
     if event == "session-start":
         return [
             Call("map", "GET", f"/map/{repo}"),
-            # No repo here: the map above is tier 0 already; the context would repeat it.
-            Call("context", "POST", "/records/context", json={"mode": "manager"}),
+            # No repo ('' names none; unnamed is the project's): the map above is tier 0 already.
+            Call("context", "POST", "/records/context", json={"mode": "manager", "repo": ""}),
         ], "the project's map and where things stand"
     if event == "pre-edit":
         if hook.get("tool_name") not in EDIT_TOOLS:

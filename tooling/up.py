@@ -3,7 +3,13 @@
 Starts the embedded Postgres when HM_DATABASE_URL is unset, then the four services as child
 processes in dependency order (embedder, curation, retrieval, gateway), each checked ready through
 its health endpoint. A child that dies is restarted with backoff; `up` gives up (non-zero exit) only
-when a port is taken or a child keeps failing to start. Ctrl-C/SIGTERM stops every child cleanly.
+when a port is taken or a child keeps failing to start. Ctrl-C/SIGTERM stops every child cleanly,
+then the embedded Postgres.
+
+When `up` is killed (SIGKILL: no handler runs), its children get SIGTERM (their parent-death
+signal): the services stop, and the database guard (tooling/database_guard.py) stops the embedded
+Postgres. One left running by a kill of every process is adopted by the next `up`, which stops it
+at exit (hypermnesia/embedded_pg.py).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from hypermnesia.embedded_pg import EmbeddedPostgres, resolve_database_url
 from hypermnesia.errors import StartupError
 from hypermnesia.pool import check_reachable, redact
 from hypermnesia.settings import CurationSettings, EmbedderSettings, GatewaySettings, RetrievalSettings
+from tooling.database_guard import start_guard
 from tooling.first_run import ensure_local_token
 
 log = logging.getLogger(__name__)
@@ -35,6 +42,7 @@ log = logging.getLogger(__name__)
 MAX_START_FAILURES = 5
 BACKOFF_S = (1, 2, 4, 8, 15, 30)
 STOP_GRACE_S = 10.0
+GUARD_START_S = 60.0
 
 
 # Each child is started through this trampoline: it asks for SIGTERM when `up` dies (so no orphan
@@ -141,6 +149,7 @@ class Stack:
         ]
         self.stopping = threading.Event()
         self.embedded: EmbeddedPostgres | None = None
+        self.guard: subprocess.Popen | None = None
         self.env = dict(os.environ)
         self.token_lines: list[str] = []
 
@@ -170,6 +179,10 @@ class Stack:
         )
         asyncio.run(check_reachable(url))  # fail once, clearly, instead of in every child
         self.env["HM_DATABASE_URL"] = url
+        if self.embedded is not None:
+            self.guard = start_guard(
+                self.gateway.data_dir, self.gateway.pg_shared_buffers_mb, self.env, GUARD_START_S
+            )
         where = f"embedded, data in {self.gateway.data_dir / 'pg'}" if self.embedded else redact(url)
         print(f"{'postgres':<10} {where}", flush=True)
         self.token_lines = asyncio.run(ensure_local_token(url, self.gateway))
@@ -239,20 +252,27 @@ class Stack:
                     log.warning("%s restarted and ready", child.name)
 
     def terminate(self, child: Child) -> None:
-        proc = child.proc
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(child.proc)
 
     def shutdown(self) -> None:
-        # The embedded Postgres (if any) is stopped by its package when this process exits.
         for child in reversed(self.children):
             self.terminate(child)
+        # The embedded Postgres (if any) is stopped by its package when this process exits, its
+        # last holder once the guard has let go.
+        _stop(self.guard)
+        if self.guard is not None and self.guard.stdout is not None:
+            self.guard.stdout.close()
+
+
+def _stop(proc: subprocess.Popen | None) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def run_stack(settings: StackSettings) -> int:

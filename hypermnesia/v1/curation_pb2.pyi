@@ -12,7 +12,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SaveRequest(_message.Message):
-    __slots__ = ("caller", "content", "description", "scope", "type", "tags", "metadata", "importance", "kind", "supersedes", "decay_class")
+    __slots__ = ("caller", "content", "description", "scope", "type", "tags", "metadata", "importance", "kind", "supersedes", "decay_class", "set_description", "set_tags", "set_metadata")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
@@ -24,6 +24,9 @@ class SaveRequest(_message.Message):
     KIND_FIELD_NUMBER: _ClassVar[int]
     SUPERSEDES_FIELD_NUMBER: _ClassVar[int]
     DECAY_CLASS_FIELD_NUMBER: _ClassVar[int]
+    SET_DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    SET_TAGS_FIELD_NUMBER: _ClassVar[int]
+    SET_METADATA_FIELD_NUMBER: _ClassVar[int]
     caller: _common_pb2.Caller
     content: str
     description: str
@@ -35,17 +38,22 @@ class SaveRequest(_message.Message):
     kind: str
     supersedes: str
     decay_class: str
-    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., content: _Optional[str] = ..., description: _Optional[str] = ..., scope: _Optional[str] = ..., type: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., importance: _Optional[float] = ..., kind: _Optional[str] = ..., supersedes: _Optional[str] = ..., decay_class: _Optional[str] = ...) -> None: ...
+    set_description: bool
+    set_tags: bool
+    set_metadata: bool
+    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., content: _Optional[str] = ..., description: _Optional[str] = ..., scope: _Optional[str] = ..., type: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., importance: _Optional[float] = ..., kind: _Optional[str] = ..., supersedes: _Optional[str] = ..., decay_class: _Optional[str] = ..., set_description: _Optional[bool] = ..., set_tags: _Optional[bool] = ..., set_metadata: _Optional[bool] = ...) -> None: ...
 
 class SaveResponse(_message.Message):
-    __slots__ = ("created", "memory", "replaced")
+    __slots__ = ("created", "memory", "replaced", "similar")
     CREATED_FIELD_NUMBER: _ClassVar[int]
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     REPLACED_FIELD_NUMBER: _ClassVar[int]
+    SIMILAR_FIELD_NUMBER: _ClassVar[int]
     created: bool
     memory: _common_pb2.Memory
     replaced: _common_pb2.Memory
-    def __init__(self, created: _Optional[bool] = ..., memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., replaced: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ...) -> None: ...
+    similar: _containers.RepeatedCompositeFieldContainer[SimilarMemory]
+    def __init__(self, created: _Optional[bool] = ..., memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., replaced: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., similar: _Optional[_Iterable[_Union[SimilarMemory, _Mapping]]] = ...) -> None: ...
 
 class RecordInput(_message.Message):
     __slots__ = ("type", "scope", "content", "source_ref", "thread_id", "created_at", "metadata", "prev_source_ref", "topic_id", "description", "tags", "importance", "state_kind", "state_key", "supersedes", "repo", "kind")
@@ -338,3 +346,13 @@ class TaskDecision(_message.Message):
     id: str
     decision: str
     def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., id: _Optional[str] = ..., decision: _Optional[str] = ...) -> None: ...
+
+class SimilarMemory(_message.Message):
+    __slots__ = ("id", "content", "differences")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    DIFFERENCES_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    content: str
+    differences: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[str] = ..., content: _Optional[str] = ..., differences: _Optional[_Iterable[str]] = ...) -> None: ...

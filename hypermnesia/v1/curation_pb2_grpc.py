@@ -28,7 +28,7 @@ if _version_not_supported:
 
 class CurationStub:
     """The write path. Every write RPC (Save, AppendRecord, ImportRecords, Update, Delete, Restore,
-    Forget, Rebuild, Ingest, ConfirmTask) answers with the WAL position after its commit in the
+    Forget, Rebuild, Ingest, ConfirmTask, Archive) answers with the WAL position after its commit in the
     trailing metadata key `hm-commit-lsn` (decimal uint64; hypermnesia/read_after_write.py): the
     caller passes it back as `min_lsn` on its reads (retrieval.proto) to read its own writes through
     a lagging read replica. Metadata rather than a field, since several of these RPCs return a bare
@@ -126,11 +126,16 @@ class CurationStub:
                 request_serializer=hypermnesia_dot_v1_dot_common__pb2.StatusRequest.SerializeToString,
                 response_deserializer=hypermnesia_dot_v1_dot_common__pb2.ServiceStatus.FromString,
                 _registered_method=True)
+        self.Archive = channel.unary_unary(
+                '/hypermnesia.v1.Curation/Archive',
+                request_serializer=hypermnesia_dot_v1_dot_curation__pb2.MemoryRequest.SerializeToString,
+                response_deserializer=hypermnesia_dot_v1_dot_common__pb2.Memory.FromString,
+                _registered_method=True)
 
 
 class CurationServicer:
     """The write path. Every write RPC (Save, AppendRecord, ImportRecords, Update, Delete, Restore,
-    Forget, Rebuild, Ingest, ConfirmTask) answers with the WAL position after its commit in the
+    Forget, Rebuild, Ingest, ConfirmTask, Archive) answers with the WAL position after its commit in the
     trailing metadata key `hm-commit-lsn` (decimal uint64; hypermnesia/read_after_write.py): the
     caller passes it back as `min_lsn` on its reads (retrieval.proto) to read its own writes through
     a lagging read replica. Metadata rather than a field, since several of these RPCs return a bare
@@ -244,6 +249,14 @@ class CurationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Archive(self, request, context):
+        """Archive one memory (soft, the inverse of Restore): Forget picks stale memories by criteria,
+        this one by its id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CurationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -332,6 +345,11 @@ def add_CurationServicer_to_server(servicer, server):
                     request_deserializer=hypermnesia_dot_v1_dot_common__pb2.StatusRequest.FromString,
                     response_serializer=hypermnesia_dot_v1_dot_common__pb2.ServiceStatus.SerializeToString,
             ),
+            'Archive': grpc.unary_unary_rpc_method_handler(
+                    servicer.Archive,
+                    request_deserializer=hypermnesia_dot_v1_dot_curation__pb2.MemoryRequest.FromString,
+                    response_serializer=hypermnesia_dot_v1_dot_common__pb2.Memory.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'hypermnesia.v1.Curation', rpc_method_handlers)
@@ -342,7 +360,7 @@ def add_CurationServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class Curation:
     """The write path. Every write RPC (Save, AppendRecord, ImportRecords, Update, Delete, Restore,
-    Forget, Rebuild, Ingest, ConfirmTask) answers with the WAL position after its commit in the
+    Forget, Rebuild, Ingest, ConfirmTask, Archive) answers with the WAL position after its commit in the
     trailing metadata key `hm-commit-lsn` (decimal uint64; hypermnesia/read_after_write.py): the
     caller passes it back as `min_lsn` on its reads (retrieval.proto) to read its own writes through
     a lagging read replica. Metadata rather than a field, since several of these RPCs return a bare
@@ -798,6 +816,33 @@ class Curation:
             '/hypermnesia.v1.Curation/GetStatus',
             hypermnesia_dot_v1_dot_common__pb2.StatusRequest.SerializeToString,
             hypermnesia_dot_v1_dot_common__pb2.ServiceStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Archive(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hypermnesia.v1.Curation/Archive',
+            hypermnesia_dot_v1_dot_curation__pb2.MemoryRequest.SerializeToString,
+            hypermnesia_dot_v1_dot_common__pb2.Memory.FromString,
             options,
             channel_credentials,
             insecure,

@@ -169,17 +169,21 @@ class DecideProposalResponse(_message.Message):
     def __init__(self, proposal: _Optional[_Union[Proposal, _Mapping]] = ..., memory_id: _Optional[str] = ...) -> None: ...
 
 class ConsolidateRequest(_message.Message):
-    __slots__ = ("caller", "job", "scope")
+    __slots__ = ("caller", "job", "scope", "since", "until")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_FIELD_NUMBER: _ClassVar[int]
     caller: _common_pb2.Caller
     job: str
     scope: str
-    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., job: _Optional[str] = ..., scope: _Optional[str] = ...) -> None: ...
+    since: _timestamp_pb2.Timestamp
+    until: _timestamp_pb2.Timestamp
+    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., job: _Optional[str] = ..., scope: _Optional[str] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ConsolidateReport(_message.Message):
-    __slots__ = ("job", "scope", "skipped", "skipped_reason", "mode", "promoted", "expired", "marked_stale", "proposals_made", "pending", "duration_ms", "notes", "made_by_kind")
+    __slots__ = ("job", "scope", "skipped", "skipped_reason", "mode", "promoted", "expired", "marked_stale", "proposals_made", "pending", "duration_ms", "notes", "made_by_kind", "coverage", "read")
     class MadeByKindEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -200,6 +204,8 @@ class ConsolidateReport(_message.Message):
     DURATION_MS_FIELD_NUMBER: _ClassVar[int]
     NOTES_FIELD_NUMBER: _ClassVar[int]
     MADE_BY_KIND_FIELD_NUMBER: _ClassVar[int]
+    COVERAGE_FIELD_NUMBER: _ClassVar[int]
+    READ_FIELD_NUMBER: _ClassVar[int]
     job: str
     scope: str
     skipped: bool
@@ -213,7 +219,9 @@ class ConsolidateReport(_message.Message):
     duration_ms: float
     notes: _containers.RepeatedScalarFieldContainer[str]
     made_by_kind: _containers.ScalarMap[str, int]
-    def __init__(self, job: _Optional[str] = ..., scope: _Optional[str] = ..., skipped: _Optional[bool] = ..., skipped_reason: _Optional[str] = ..., mode: _Optional[str] = ..., promoted: _Optional[int] = ..., expired: _Optional[int] = ..., marked_stale: _Optional[int] = ..., proposals_made: _Optional[int] = ..., pending: _Optional[int] = ..., duration_ms: _Optional[float] = ..., notes: _Optional[_Iterable[str]] = ..., made_by_kind: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    coverage: str
+    read: int
+    def __init__(self, job: _Optional[str] = ..., scope: _Optional[str] = ..., skipped: _Optional[bool] = ..., skipped_reason: _Optional[str] = ..., mode: _Optional[str] = ..., promoted: _Optional[int] = ..., expired: _Optional[int] = ..., marked_stale: _Optional[int] = ..., proposals_made: _Optional[int] = ..., pending: _Optional[int] = ..., duration_ms: _Optional[float] = ..., notes: _Optional[_Iterable[str]] = ..., made_by_kind: _Optional[_Mapping[str, int]] = ..., coverage: _Optional[str] = ..., read: _Optional[int] = ...) -> None: ...
 
 class ConsolidateResponse(_message.Message):
     __slots__ = ("reports",)
@@ -254,7 +262,7 @@ class DroppedClaim(_message.Message):
     def __init__(self, text: _Optional[str] = ..., citations: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class AskResponse(_message.Message):
-    __slots__ = ("mode", "claims", "dropped", "depth", "depth_reason", "notes", "evidence")
+    __slots__ = ("mode", "claims", "dropped", "depth", "depth_reason", "notes", "evidence", "abstained")
     MODE_FIELD_NUMBER: _ClassVar[int]
     CLAIMS_FIELD_NUMBER: _ClassVar[int]
     DROPPED_FIELD_NUMBER: _ClassVar[int]
@@ -262,6 +270,7 @@ class AskResponse(_message.Message):
     DEPTH_REASON_FIELD_NUMBER: _ClassVar[int]
     NOTES_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_FIELD_NUMBER: _ClassVar[int]
+    ABSTAINED_FIELD_NUMBER: _ClassVar[int]
     mode: str
     claims: _containers.RepeatedCompositeFieldContainer[Claim]
     dropped: _containers.RepeatedCompositeFieldContainer[DroppedClaim]
@@ -269,4 +278,5 @@ class AskResponse(_message.Message):
     depth_reason: str
     notes: _containers.RepeatedScalarFieldContainer[str]
     evidence: _containers.RepeatedCompositeFieldContainer[GraphNode]
-    def __init__(self, mode: _Optional[str] = ..., claims: _Optional[_Iterable[_Union[Claim, _Mapping]]] = ..., dropped: _Optional[_Iterable[_Union[DroppedClaim, _Mapping]]] = ..., depth: _Optional[str] = ..., depth_reason: _Optional[str] = ..., notes: _Optional[_Iterable[str]] = ..., evidence: _Optional[_Iterable[_Union[GraphNode, _Mapping]]] = ...) -> None: ...
+    abstained: str
+    def __init__(self, mode: _Optional[str] = ..., claims: _Optional[_Iterable[_Union[Claim, _Mapping]]] = ..., dropped: _Optional[_Iterable[_Union[DroppedClaim, _Mapping]]] = ..., depth: _Optional[str] = ..., depth_reason: _Optional[str] = ..., notes: _Optional[_Iterable[str]] = ..., evidence: _Optional[_Iterable[_Union[GraphNode, _Mapping]]] = ..., abstained: _Optional[str] = ...) -> None: ...

@@ -159,10 +159,12 @@ class ListResponse(_message.Message):
     def __init__(self, memories: _Optional[_Iterable[_Union[_common_pb2.Memory, _Mapping]]] = ..., total: _Optional[int] = ...) -> None: ...
 
 class LineageResponse(_message.Message):
-    __slots__ = ("memories",)
+    __slots__ = ("memories", "versions")
     MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
     memories: _containers.RepeatedCompositeFieldContainer[_common_pb2.Memory]
-    def __init__(self, memories: _Optional[_Iterable[_Union[_common_pb2.Memory, _Mapping]]] = ...) -> None: ...
+    versions: _containers.RepeatedCompositeFieldContainer[MemoryVersion]
+    def __init__(self, memories: _Optional[_Iterable[_Union[_common_pb2.Memory, _Mapping]]] = ..., versions: _Optional[_Iterable[_Union[MemoryVersion, _Mapping]]] = ...) -> None: ...
 
 class StatsRequest(_message.Message):
     __slots__ = ("caller", "scopes", "days", "min_lsn")
@@ -280,3 +282,29 @@ class ContextResponse(_message.Message):
     depth: str
     depth_reason: str
     def __init__(self, layers: _Optional[_Iterable[_Union[ContextLayer, _Mapping]]] = ..., total_tokens: _Optional[int] = ..., mode: _Optional[str] = ..., mode_reason: _Optional[str] = ..., degraded: _Optional[_Iterable[str]] = ..., depth: _Optional[str] = ..., depth_reason: _Optional[str] = ...) -> None: ...
+
+class MemoryVersion(_message.Message):
+    __slots__ = ("memory_id", "record_id", "seq", "operation", "reason", "at", "author", "text", "content", "description", "changed")
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    RECORD_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    memory_id: str
+    record_id: str
+    seq: int
+    operation: str
+    reason: str
+    at: _timestamp_pb2.Timestamp
+    author: str
+    text: str
+    content: str
+    description: str
+    changed: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, memory_id: _Optional[str] = ..., record_id: _Optional[str] = ..., seq: _Optional[int] = ..., operation: _Optional[str] = ..., reason: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., author: _Optional[str] = ..., text: _Optional[str] = ..., content: _Optional[str] = ..., description: _Optional[str] = ..., changed: _Optional[_Iterable[str]] = ...) -> None: ...

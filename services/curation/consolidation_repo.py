@@ -12,7 +12,8 @@ import asyncpg
 from hypermnesia.memory_rows import live_sql
 from services.curation.graph_repo import NODE_COLUMNS
 
-# Bounds a run's reads: consolidation looks at a scope's recent material, not its whole history.
+# Bounds one read: a window's newest rows, or one batch of a backlog (a backlog is read batch by
+# batch; the weekly clustering over a batch is one 2000 x 2000 similarity matrix).
 MAX_ROWS = 2000
 
 
@@ -112,3 +113,85 @@ async def entity_sets(conn: asyncpg.Connection, ids: Sequence[uuid.UUID]) -> dic
 async def entity_names(conn: asyncpg.Connection, entity_ids: Sequence[int]) -> list[str]:
     rows = await conn.fetch("SELECT name FROM entities WHERE id = ANY($1) ORDER BY name", list(entity_ids))
     return [r["name"] for r in rows]
+
+
+def _readable_where(alias: str, scope_arg: str) -> list[str]:
+    """What every step reads: live, not-stale memories of the scope that are not documents and
+    not themselves conclusions."""
+    m = alias
+    return [
+        f"{m}.scope = {scope_arg} AND {live_sql(m)} AND {m}.stale_at IS NULL",
+        f"{m}.kind <> 'document'",
+        f"NOT EXISTS (SELECT 1 FROM evidence_edges e WHERE e.derived_id = {m}.id)",
+    ]
+
+
+def _not_covered(alias: str, step_arg: str) -> str:
+    return (
+        f"NOT EXISTS (SELECT 1 FROM consolidation_covered c WHERE c.memory_id = {alias}.id"
+        f" AND c.step = {step_arg} AND c.seen_updated_at >= {alias}.updated_at)"
+    )
+
+
+async def uncovered(
+    conn: asyncpg.Connection,
+    scope: str,
+    step: str,
+    kinds: Sequence[str] | None,
+    since: datetime | None,
+    until: datetime | None,
+    after: tuple[datetime, uuid.UUID] | None = None,
+    limit: int = MAX_ROWS,
+) -> list[asyncpg.Record]:
+    """The backlog of `step`, one batch: what it reads that it has not consolidated yet (never
+    read, or edited since), with since <= created_at < until (the memory's own time), oldest
+    first, after the (created_at, id) of the previous batch's last row."""
+    args: list[object] = [scope, step]
+    where = [*_readable_where("m", "$1"), _not_covered("m", "$2")]
+    if kinds:
+        args.append(list(kinds))
+        where.append(f"m.kind = ANY(${len(args)}::text[])")
+    if since is not None:
+        args.append(since)
+        where.append(f"m.created_at >= ${len(args)}")
+    if until is not None:
+        args.append(until)
+        where.append(f"m.created_at < ${len(args)}")
+    if after is not None:
+        args += list(after)
+        where.append(f"(m.created_at, m.id) > (${len(args) - 1}, ${len(args)})")
+    args.append(limit)
+    return list(
+        await conn.fetch(
+            f"SELECT {', '.join('m.' + c.strip() for c in NODE_COLUMNS.split(','))} FROM memories m"
+            f" WHERE {' AND '.join(where)} ORDER BY m.created_at, m.id LIMIT ${len(args)}",
+            *args,
+        )
+    )
+
+
+async def has_uncovered(
+    conn: asyncpg.Connection, scope: str, step: str, kinds: Sequence[str] | None, before: datetime
+) -> bool:
+    """Whether `step` has something older than `before` it has not consolidated (a backlog)."""
+    args: list[object] = [scope, step, before]
+    where = [*_readable_where("m", "$1"), _not_covered("m", "$2"), "m.created_at < $3"]
+    if kinds:
+        args.append(list(kinds))
+        where.append(f"m.kind = ANY(${len(args)}::text[])")
+    return bool(
+        await conn.fetchval(f"SELECT EXISTS (SELECT 1 FROM memories m WHERE {' AND '.join(where)})", *args)
+    )
+
+
+async def cover(conn: asyncpg.Connection, step: str, rows: Sequence[asyncpg.Record]) -> None:
+    """Mark `rows` (as read, with their updated_at) consolidated by `step`."""
+    await conn.execute(
+        "INSERT INTO consolidation_covered (memory_id, step, seen_updated_at)"
+        " SELECT * FROM unnest($1::uuid[], $2::text[], $3::timestamptz[])"
+        " ON CONFLICT (memory_id, step) DO UPDATE SET seen_updated_at = EXCLUDED.seen_updated_at,"
+        " covered_at = now()",
+        [r["id"] for r in rows],
+        [step] * len(rows),
+        [r["updated_at"] for r in rows],
+    )

@@ -8,6 +8,12 @@ LLM mode phrases claims from the fenced evidence. Either way, before returning, 
 drops every claim that cites nothing, or cites an id that is absent, outside the caller's scopes,
 archived, stale, superseded, expired, deleted, or not among the evidence shown — the model can
 phrase, it cannot keep a claim it cannot cite.
+
+A search always finds something, so the Dialectic first asks whether what it found answers the
+question at all: only hits at least `min_similarity` similar to the question (cosine; lexical hits,
+which hold every word of it, pass) are evidence, and one of them must share a content word with the
+question. When none does, the answer is no claim and `abstained` says why; the LLM is not asked.
+Given evidence, the LLM is told to answer "not in memory" when it does not answer the question.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from hypermnesia.grpc_client import open_channel
 from hypermnesia.recall_depth import DEPTHS, MAX_HOPS, MAX_ROWS, choose_depth
 from hypermnesia.scopes import permits, require
 from hypermnesia.v1 import common_pb2, intelligence_pb2, retrieval_pb2, retrieval_pb2_grpc
+from hypermnesia.words import content_words
 from services.curation import graph_repo, metrics
 from services.curation.graph import node_message, walk
 from services.curation.llm import MODE_EXTRACTIVE, MODE_LLM, LlmClient
@@ -37,12 +44,14 @@ MAX_K = 50
 MAX_EXTRACTIVE_CLAIMS = 6
 SEARCH_TIMEOUT_S = 15.0
 
-_WORD = re.compile(r"[\w'-]+")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_STOP = frozenset(
-    "a an the is are was were be been of in on at to for and or but with what which who whom whose when "
-    "where why how does do did it its this that these those there their they he she we you i my our your "
-    "has have had not no yes from by as about into than then so".split()
+_WORD = re.compile(r"\w+")
+NOT_IN_MEMORY = "not in memory"
+ASK_TASK = (
+    "Answer the question below using only these memories. Make short claims; each claim cites, in "
+    "`citations`, the ids of the memories it rests on. Claims you cannot cite are not allowed. If "
+    f'the memories do not answer the question, answer "{NOT_IN_MEMORY}": no claims, and '
+    "`not_in_memory` true."
 )
 
 
@@ -53,6 +62,7 @@ class ClaimModel(BaseModel):
 
 class ClaimsModel(BaseModel):
     claims: list[ClaimModel] = Field(max_length=20)
+    not_in_memory: bool = Field(False, description="True when the memories do not answer the question.")
 
 
 @dataclass(frozen=True)
@@ -61,15 +71,40 @@ class Claim:
     citations: tuple[str, ...]
 
 
-def _terms(text: str) -> set[str]:
-    return {w.lower() for w in _WORD.findall(text) if len(w) > 2 and w.lower() not in _STOP}
-
-
 def best_sentence(question: str, content: str) -> str:
-    """The sentence of `content` sharing most terms with the question (the first on a tie)."""
-    wanted = _terms(question)
+    """The sentence of `content` sharing most content words with the question (the first on a tie)."""
+    wanted = content_words(question)
     sentences = [s.strip() for s in _SENTENCE.split(content) if s.strip()] or [content.strip()]
-    return max(sentences, key=lambda s: (len(wanted & _terms(s)), -sentences.index(s)))[:1000]
+    return max(sentences, key=lambda s: (len(wanted & content_words(s)), -sentences.index(s)))[:1000]
+
+
+def answering(
+    question: str, hits: Sequence[retrieval_pb2.SearchHit], min_similarity: float | None
+) -> tuple[list[retrieval_pb2.SearchHit], str]:
+    """The hits that may answer the question, in rank order, or none and why (the abstention).
+    A hit answers when it is at least `min_similarity` similar to the question or holds every
+    word of it (lexical); and one of those must share a content word with the question, or they
+    are near it only in embedding space. None for `min_similarity`: every hit, no abstention."""
+    if min_similarity is None:
+        return list(hits), ""
+    if not hits:
+        return [], "nothing in memory matched the question"
+    close = [h for h in hits if h.lexical_match or h.similarity >= min_similarity]
+    if not close:
+        best = max(hits, key=lambda h: h.similarity)
+        return [], (
+            f"no memory is close enough to the question: the closest ({best.memory.id}) has "
+            f"similarity {best.similarity:.2f}, below the relevance floor {min_similarity:.2f}"
+        )
+    wanted = content_words(question)
+    if not any(wanted & content_words(h.memory.content) for h in close):
+        words = [w for w in _WORD.findall(question) if content_words(w)]
+        return [], (
+            f"no memory close to the question shares a word of its content ({', '.join(words[:8])})"
+            if words
+            else "the question has no content word to look for"
+        )
+    return close, ""
 
 
 def _merged(claims: Sequence[Claim]) -> list[Claim]:
@@ -83,10 +118,19 @@ def _merged(claims: Sequence[Claim]) -> list[Claim]:
 
 
 class Dialectic:
-    def __init__(self, pool: asyncpg.Pool, retrieval_address: str, llm: LlmClient | None) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        retrieval_address: str,
+        llm: LlmClient | None,
+        *,
+        min_similarity: float | None,
+    ) -> None:
         self.pool = pool
         self.retrieval_address = retrieval_address
         self.llm = llm
+        # The relevance floor (HM_DIALECTIC_MIN_SIMILARITY); None never abstains (HM_DIALECTIC_ABSTAIN=false).
+        self.min_similarity = min_similarity
         self._channel: grpc.aio.Channel | None = None
 
     def _stub(self) -> retrieval_pb2_grpc.RetrievalStub:
@@ -115,7 +159,14 @@ class Dialectic:
         require(grants, scopes)
         k = k or DEFAULT_K
         validation.check_limit(k, MAX_K, "k")
-        hits = await self._search(principal, grants, question, scopes, k)
+        notes: list[str] = []
+        found, degraded = await self._search(principal, grants, question, scopes, k)
+        floor = self.min_similarity
+        if degraded and floor is not None:
+            # A lexical-only search has no similarity to judge; its hits share the question's words.
+            floor = 0.0
+            notes.append(f"search degraded ({', '.join(degraded)}): the relevance floor was not applied")
+        hits, abstained = answering(question, found, floor)
         hit_ids = [uuid.UUID(h.memory.id) for h in hits]
         async with self.pool.acquire() as conn:
             derived = await graph_repo.derived_ids(conn, hit_ids)
@@ -135,25 +186,32 @@ class Dialectic:
                     if row["id"] not in hops:
                         hops[row["id"]] = up.hops[row["id"]]
                         evidence.append(row)
-        notes: list[str] = []
         mode = MODE_EXTRACTIVE
         claims: list[Claim] | None = None
-        if self.llm is not None and evidence:
+        if self.llm is None:
+            notes.append("no LLM configured (HM_LLM_BASE_URL); extractive mode")
+        elif abstained:
+            notes.append("llm: not asked, since nothing retrieved answers the question")
+        elif evidence:
             answer = await self.llm.structured(
-                "Answer the question below using only these memories. Make short claims; each claim "
-                "cites, in `citations`, the ids of the memories it rests on. Claims you cannot cite are "
-                f"not allowed.\nQuestion: {question}",
+                f"{ASK_TASK}\nQuestion: {question}",
                 [(str(r["id"]), r["content"]) for r in evidence],
                 ClaimsModel,
             )
             if answer.value is not None:
                 mode = MODE_LLM
                 claims = [Claim(c.text, tuple(c.citations)) for c in answer.value.claims]
+                if answer.value.not_in_memory:
+                    claims = []  # a claim beside "not in memory" is not an answer the model stands by
+                    abstained = (
+                        f'the LLM answered "{NOT_IN_MEMORY}": the memories shown ({len(evidence)}) do '
+                        "not answer the question"
+                    )
+                elif not claims:
+                    abstained = f"the LLM made no claim from the memories shown ({len(evidence)})"
             else:
                 metrics.LLM_FALLBACKS.labels("dialectic").inc()
                 notes.append(answer.note)
-        elif self.llm is None:
-            notes.append("no LLM configured (HM_LLM_BASE_URL); extractive mode")
         if claims is None:
             claims = _merged(
                 [
@@ -162,6 +220,12 @@ class Dialectic:
                 ]
             )
         kept, dropped = await self.validate(grants, claims, {str(r["id"]) for r in evidence})
+        if not kept and not abstained:
+            abstained = (
+                "the validator dropped every claim (see dropped)"
+                if dropped
+                else "nothing retrieved answers the question"
+            )
         return intelligence_pb2.AskResponse(
             mode=mode,
             claims=[intelligence_pb2.Claim(text=c.text, citations=list(c.citations)) for c in kept],
@@ -173,11 +237,13 @@ class Dialectic:
             depth_reason=depth_reason,
             notes=notes,
             evidence=[node_message(r, hops.get(r["id"], 0)) for r in evidence],
+            abstained=abstained,
         )
 
     async def _search(
         self, principal: str, grants: Sequence[str], question: str, scopes: list[str], k: int
-    ) -> list[retrieval_pb2.SearchHit]:
+    ) -> tuple[list[retrieval_pb2.SearchHit], list[str]]:
+        """The hits, and what the search was missing (e.g. `embedder_unavailable`: lexical-only)."""
         request = retrieval_pb2.SearchRequest(
             caller=common_pb2.Caller(principal=principal, grants=list(grants)),
             query=question,
@@ -193,7 +259,7 @@ class Dialectic:
                 f"the retrieval service at {self.retrieval_address} did not answer ({exc.code().name}); "
                 "the Dialectic needs it for evidence (HM_RETRIEVAL_ADDRESS)"
             ) from exc
-        return list(response.hits)
+        return list(response.hits), list(response.degraded)
 
     async def validate(
         self, grants: Sequence[str], claims: Sequence[Claim], shown: set[str]

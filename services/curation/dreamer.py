@@ -6,7 +6,8 @@ before is asked of it (the evidence key does not depend on the wording, so a re-
 tokens on what it would not propose). A failed LLM call keeps the extractive wording and says so.
 
 Steps: revisions or retirements of stale conclusions; contradictions between live memories (same
-entity and attribute, different value) with a suggested supersede; distilled facts from clusters
+entity and attribute, different value: stated as "<entity>'s <attribute> is <value>", or two
+near-duplicates one value or a negation apart) with a suggested supersede; distilled facts from clusters
 of episodes (entity overlap + embedding similarity); project summaries; procedural patterns.
 """
 
@@ -16,7 +17,7 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -24,6 +25,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from services.curation import consolidation_repo, graph_repo, metrics, proposals_repo, repo
+from services.curation.differences import contradiction
 from services.curation.embedding import cosine
 from services.curation.llm import MODE_EXTRACTIVE, MODE_LLM, LlmClient
 from services.curation.proposals import Draft
@@ -31,6 +33,10 @@ from services.curation.proposals import Draft
 MAX_CHAIN_WALK = 100
 MAX_SUMMARY_ITEMS = 12
 MAX_CLUSTER = 20
+# An entity named by more than max(COMMON_MIN, COMMON_SHARE of the memories read) does not link
+# two of them (_share_telling_entity). Chosen on LoCoMo conversation 1 (docs/PERFORMANCE.md).
+COMMON_SHARE = 0.1
+COMMON_MIN = 10
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 # `<entity>'s <attribute> is <value>` and `<entity> <attribute>: <value>` (one per sentence/line).
@@ -102,13 +108,14 @@ class Dreamer:
         *,
         similarity: float,
         similarity_alone: float,
-        min_age_days: float,
+        near_duplicate: float,
     ) -> None:
         self.pool = pool
         self.llm = llm
         self.similarity = similarity
         self.similarity_alone = similarity_alone
-        self.min_age_days = min_age_days
+        # The dedupe gate's first threshold (HM_DEDUPE_THRESHOLD): what counts as a near-duplicate.
+        self.near_duplicate = near_duplicate
 
     # ---- steps ---------------------------------------------------------------------------
 
@@ -167,12 +174,12 @@ class Dreamer:
             out[row["id"]] = row
         return list(out.values())
 
-    async def _linker(
+    async def _groups(
         self, conn: asyncpg.Connection, ids: list[uuid.UUID]
-    ) -> tuple[dict[uuid.UUID, np.ndarray], dict[uuid.UUID, set[int]], list[tuple[uuid.UUID, uuid.UUID]]]:
-        """Vectors, entity sets, and the pairs that belong together: two memories that share an
-        entity and are similar, or are very similar alone (one matrix product, not a Python loop
-        over every pair)."""
+    ) -> tuple[dict[uuid.UUID, np.ndarray], dict[uuid.UUID, set[int]], list[list[uuid.UUID]]]:
+        """Vectors, entity sets, and the groups of memories that say the same thing: every two
+        members share a telling entity and are similar, or are very similar alone (one matrix
+        product and a few per-entity blocks, not a Python loop over every pair)."""
         vectors = _arrays(await repo.embeddings_for(conn, ids))
         ents = await consolidation_repo.entity_sets(conn, ids)
         have = [i for i in ids if i in vectors]
@@ -181,17 +188,24 @@ class Dreamer:
         matrix = np.stack([vectors[i] for i in have])
         matrix = matrix / (np.linalg.norm(matrix, axis=1, keepdims=True) + 1e-12)
         sims = matrix @ matrix.T
-        floor = min(self.similarity, self.similarity_alone)
-        pairs = []
-        for x, y in np.argwhere(np.triu(sims >= floor, 1)):
-            a, b = have[int(x)], have[int(y)]
-            sim = float(sims[x, y])
-            if sim >= self.similarity_alone or (ents.get(a, set()) & ents.get(b, set())):
-                pairs.append((a, b))
-        return vectors, ents, pairs
+        linked = (sims >= self.similarity_alone) | (
+            (sims >= self.similarity) & _share_telling_entity(have, ents)
+        )
+        np.fill_diagonal(linked, False)
+        return vectors, ents, [[have[i] for i in g] for g in _cliques(sims, linked, MAX_CLUSTER)]
 
     async def contradictions(self, conn: asyncpg.Connection, scope: str) -> list[Draft]:
         rows = await consolidation_repo.live_memories(conn, scope, None, None, None)
+        drafts = self._stated_values(scope, rows)
+        known = {d.evidence_key for d in drafts}
+        for draft in await self._near_duplicates(conn, scope, rows):
+            if draft.evidence_key not in known:
+                drafts.append(draft)
+        return drafts
+
+    def _stated_values(self, scope: str, rows: list[asyncpg.Record]) -> list[Draft]:
+        """Memories stating "<entity>'s <attribute> is <value>" with different values: the newest
+        suggested to supersede each older one."""
         said: dict[tuple[str, str], list[tuple[asyncpg.Record, str]]] = {}
         for row in rows:
             for entity, attr, value in attribute_claims(row["content"]):
@@ -200,40 +214,62 @@ class Dreamer:
         for (entity, attr), claims in said.items():
             if len({value for _, value in claims}) < 2:
                 continue
-            newest, newest_value = max(claims, key=lambda c: (c[0]["created_at"], str(c[0]["id"])))
+            newest, newest_value = max(claims, key=lambda c: _age_key(c[0]))
             for older, value in claims:
                 if older["id"] == newest["id"] or value == newest_value:
                     continue
                 drafts.append(
-                    Draft(
-                        scope=scope,
-                        kind="contradiction",
-                        content=newest["content"],
-                        description=newest["description"],
-                        rationale=(
-                            f"{older['id']} says {entity}'s {attr} is {value!r}; {newest['id']} (newer) says "
-                            f"{newest_value!r}; suggest that {newest['id']} supersedes {older['id']}"
-                        ),
-                        evidence=(older["id"], newest["id"]),
-                        supersedes=older["id"],
-                        mode=MODE_EXTRACTIVE,
+                    _supersede(
+                        scope,
+                        older,
+                        newest,
+                        f"{older['id']} says {entity}'s {attr} is {value!r}; {newest['id']} (newer) says "
+                        f"{newest_value!r}",
                     )
                 )
         return drafts
 
-    async def facts(self, conn: asyncpg.Connection, scope: str) -> list[Draft]:
-        """Clusters of episodes (shared entity + similar, or very similar) of at least two."""
-        now = datetime.now(UTC)
-        rows = await consolidation_repo.live_memories(
-            conn, scope, ["episodic"], now - timedelta(days=30), now - timedelta(days=self.min_age_days)
-        )
+    async def _near_duplicates(
+        self, conn: asyncpg.Connection, scope: str, rows: list[asyncpg.Record]
+    ) -> list[Draft]:
+        """Near-duplicates (their stored embeddings' cosine reaches HM_DEDUPE_THRESHOLD, the save's
+        first dedupe gate) that say the same of the same entity and attribute but for one value or a
+        negation (differences.contradiction): the newest such memory suggested to supersede each
+        older one. Different facts about different things ("service 1 talks to q1", "service 2
+        talks to q2") differ in more than one place and are left alone. One matrix product over
+        the run's bounded rows (consolidation_repo.MAX_ROWS), not a Python loop over every pair."""
+        by_id = {r["id"]: r for r in rows}
+        vectors = _arrays(await repo.embeddings_for(conn, list(by_id)))
+        newest: dict[uuid.UUID, tuple[asyncpg.Record, str]] = {}
+        for a, b, _sim in _pairs_above(vectors, list(by_id), self.near_duplicate):
+            older, newer = sorted((by_id[a], by_id[b]), key=_age_key)
+            change = contradiction(older["content"], newer["content"])
+            if change is None:
+                continue
+            current = newest.get(older["id"])
+            if current is None or _age_key(newer) > _age_key(current[0]):
+                newest[older["id"]] = (newer, str(change))
+        return [
+            _supersede(
+                scope,
+                by_id[older_id],
+                newer,
+                f"{newer['id']} (newer) says what {older_id} says but for {change}",
+            )
+            for older_id, (newer, change) in newest.items()
+        ]
+
+    async def facts(
+        self, conn: asyncpg.Connection, scope: str, rows: Sequence[asyncpg.Record]
+    ) -> list[Draft]:
+        """Groups of at least two episodes (of `rows`, what the run read) that say the same thing."""
         if len(rows) < 2:
             return []
-        ids = [r["id"] for r in rows]
-        vectors, ents, pairs = await self._linker(conn, ids)
+        by_id = {r["id"]: r for r in rows}
+        vectors, ents, groups = await self._groups(conn, list(by_id))
         drafts = []
-        for cluster in _clusters(ids, pairs):
-            members = [r for r in rows if r["id"] in cluster][:MAX_CLUSTER]
+        for group in groups:
+            members = [by_id[i] for i in group]
             medoid = _medoid(members, vectors)
             common = set.intersection(*(ents.get(m["id"], set()) for m in members))
             names = await consolidation_repo.entity_names(conn, sorted(common))
@@ -251,11 +287,9 @@ class Dreamer:
             )
         return drafts
 
-    async def summary(self, conn: asyncpg.Connection, scope: str) -> list[Draft]:
-        now = datetime.now(UTC)
-        rows = await consolidation_repo.live_memories(
-            conn, scope, ["semantic"], now - timedelta(days=30), None
-        )
+    def summary(self, scope: str, rows: Sequence[asyncpg.Record], period: str) -> list[Draft]:
+        """A project summary of the newest MAX_SUMMARY_ITEMS of `rows` (semantic memories of one
+        period, oldest first); `period` completes "What <scope> established ..."."""
         rows = rows[-MAX_SUMMARY_ITEMS:]
         if len(rows) < 2:
             return []
@@ -264,27 +298,25 @@ class Dreamer:
             Draft(
                 scope=scope,
                 kind="summary",
-                content=f"What {scope} established in the last 30 days ({len(rows)} facts):\n{lines}",
+                content=f"What {scope} established {period} ({len(rows)} facts):\n{lines}",
                 description=f"Summary of {scope}, {rows[0]['created_at']:%Y-%m-%d} to {rows[-1]['created_at']:%Y-%m-%d}",
-                rationale=f"the {len(rows)} most recent semantic memories of {scope} in the last 30 days",
+                rationale=f"the {len(rows)} most recent semantic memories of {scope} {period}",
                 evidence=tuple(r["id"] for r in rows),
                 mode=MODE_EXTRACTIVE,
             )
         ]
 
-    async def procedures(self, conn: asyncpg.Connection, scope: str) -> list[Draft]:
-        rows = [
-            r
-            for r in await consolidation_repo.live_memories(conn, scope, None, None, None)
-            if looks_procedural(r["content"]) and r["kind"] != "procedural"
-        ]
-        if len(rows) < 2:
+    async def procedures(
+        self, conn: asyncpg.Connection, scope: str, rows: Sequence[asyncpg.Record]
+    ) -> list[Draft]:
+        """Groups of at least two memories (of `rows`) describing the same multi-step workflow."""
+        by_id = {r["id"]: r for r in rows if looks_procedural(r["content"]) and r["kind"] != "procedural"}
+        if len(by_id) < 2:
             return []
-        ids = [r["id"] for r in rows]
-        vectors, _ents, pairs = await self._linker(conn, ids)
+        vectors, _ents, groups = await self._groups(conn, list(by_id))
         drafts = []
-        for cluster in _clusters(ids, pairs):
-            members = [r for r in rows if r["id"] in cluster][:MAX_CLUSTER]
+        for group in groups:
+            members = [by_id[i] for i in group]
             medoid = _medoid(members, vectors)
             drafts.append(
                 Draft(
@@ -360,24 +392,87 @@ _TASKS = {
 }
 
 
-def _clusters(ids: list[uuid.UUID], pairs: list[tuple[uuid.UUID, uuid.UUID]]) -> list[set[uuid.UUID]]:
-    """Connected components of size >= 2 (union-find over the linked pairs)."""
-    parent = {i: i for i in ids}
+def _age_key(row: asyncpg.Record) -> tuple[datetime, str]:
+    """Older first; the id breaks a tie of creation times."""
+    return row["created_at"], str(row["id"])
 
-    def find(i: uuid.UUID) -> uuid.UUID:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
 
-    for a, b in pairs:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[ra] = rb
-    groups: dict[uuid.UUID, set[uuid.UUID]] = {}
-    for i in ids:
-        groups.setdefault(find(i), set()).add(i)
-    return [g for g in groups.values() if len(g) >= 2]
+def _supersede(scope: str, older: asyncpg.Record, newer: asyncpg.Record, why: str) -> Draft:
+    """A contradiction proposal: `newer` supersedes `older` (keyed by the pair, so never twice)."""
+    return Draft(
+        scope=scope,
+        kind="contradiction",
+        content=newer["content"],
+        description=newer["description"],
+        rationale=f"{why}; suggest that {newer['id']} supersedes {older['id']}",
+        evidence=(older["id"], newer["id"]),
+        supersedes=older["id"],
+        mode=MODE_EXTRACTIVE,
+    )
+
+
+def _pairs_above(
+    vectors: dict[uuid.UUID, np.ndarray], ids: list[uuid.UUID], floor: float
+) -> list[tuple[uuid.UUID, uuid.UUID, float]]:
+    """The pairs of `ids` (those with a vector) whose cosine reaches `floor`, with it: one matrix
+    product."""
+    have = [i for i in ids if i in vectors]
+    if len(have) < 2:
+        return []
+    matrix = np.stack([vectors[i] for i in have])
+    matrix = matrix / (np.linalg.norm(matrix, axis=1, keepdims=True) + 1e-12)
+    sims = matrix @ matrix.T
+    return [
+        (have[int(x)], have[int(y)], float(sims[x, y])) for x, y in np.argwhere(np.triu(sims >= floor, 1))
+    ]
+
+
+def _share_telling_entity(ids: list[uuid.UUID], ents: dict[uuid.UUID, set[int]]) -> np.ndarray:
+    """Which pairs of `ids` share an entity that tells them apart: one named by at most
+    max(COMMON_MIN, COMMON_SHARE of them). An entity in most of them says nothing about which
+    belong together (in a long conversation, the speakers' names are in nearly every turn)."""
+    n = len(ids)
+    holders: dict[int, list[int]] = {}
+    for i, memory_id in enumerate(ids):
+        for entity in ents.get(memory_id, ()):
+            holders.setdefault(entity, []).append(i)
+    limit = max(COMMON_MIN, COMMON_SHARE * n)
+    share = np.zeros((n, n), dtype=bool)
+    for members in holders.values():
+        if 1 < len(members) <= limit:
+            share[np.ix_(members, members)] = True
+    return share
+
+
+def _cliques(sims: np.ndarray, linked: np.ndarray, cap: int) -> list[list[int]]:
+    """Groups (indices) of at least two in which every member is linked to every other, at most
+    `cap` each, grown greedily from the most similar linked pair down (ties: the earlier rows).
+    Not connected components: over hundreds of turns, chains of single links join nearly
+    everything into one group."""
+    xs, ys = np.nonzero(np.triu(linked, 1))
+    group_of: dict[int, int] = {}
+    groups: dict[int, list[int]] = {}
+    for k in np.argsort(-sims[xs, ys], kind="stable"):
+        x, y = int(xs[k]), int(ys[k])
+        gx, gy = group_of.get(x), group_of.get(y)
+        if gx is None and gy is None:
+            groups[x] = [x, y]
+            group_of[x] = group_of[y] = x
+        elif gx is None or gy is None:
+            g, new = (gx, y) if gx is not None else (gy, x)
+            assert g is not None
+            if len(groups[g]) < cap and linked[new, groups[g]].all():
+                groups[g].append(new)
+                group_of[new] = g
+        elif (
+            gx != gy
+            and len(groups[gx]) + len(groups[gy]) <= cap
+            and linked[np.ix_(groups[gx], groups[gy])].all()
+        ):
+            for member in groups.pop(gy):
+                groups[gx].append(member)
+                group_of[member] = gx
+    return [sorted(g) for g in groups.values()]
 
 
 def _medoid(members: list[asyncpg.Record], vectors: dict[uuid.UUID, Any]) -> asyncpg.Record:

@@ -5,6 +5,7 @@ and re-check every scope against the caller's grants."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC
 
 import asyncpg
 import grpc
@@ -39,15 +40,23 @@ class Intelligence:
             llm,
             similarity=settings.consolidation_similarity,
             similarity_alone=settings.consolidation_similarity_alone,
-            min_age_days=settings.consolidation_min_age_days,
+            near_duplicate=settings.dedupe_threshold,
         )
         return cls(
             graph=Graph(pool),
             proposals=Proposals(pool, embeddings),
             consolidator=Consolidator(
-                pool, dreamer, promote_importance=settings.consolidation_promote_importance
+                pool,
+                dreamer,
+                promote_importance=settings.consolidation_promote_importance,
+                min_age_days=settings.consolidation_min_age_days,
             ),
-            dialectic=Dialectic(pool, settings.retrieval_address, llm),
+            dialectic=Dialectic(
+                pool,
+                settings.retrieval_address,
+                llm,
+                min_similarity=settings.dialectic_min_similarity if settings.dialectic_abstain else None,
+            ),
         )
 
     async def close(self) -> None:
@@ -132,7 +141,12 @@ class IntelligenceServicer(intelligence_pb2_grpc.IntelligenceServicer):
         self, request: intelligence_pb2.ConsolidateRequest, context: grpc.aio.ServicerContext
     ) -> intelligence_pb2.ConsolidateResponse:
         reports = await self.i.consolidator.consolidate(
-            request.caller.principal, _grants(request.caller), request.job, request.scope
+            request.caller.principal,
+            _grants(request.caller),
+            request.job,
+            request.scope,
+            since=request.since.ToDatetime(tzinfo=UTC) if request.HasField("since") else None,
+            until=request.until.ToDatetime(tzinfo=UTC) if request.HasField("until") else None,
         )
         await self._committed(context)
         return intelligence_pb2.ConsolidateResponse(reports=[r.to_message() for r in reports])

@@ -1,5 +1,5 @@
-"""Forgetting: archive stale, unimportant memories (soft, dry run by default), restore,
-and the periodic sweep. Core memories (decay class none) are pinned and never forgotten."""
+"""Forgetting: archive stale, unimportant memories (soft, dry run by default), archive one memory
+by id, restore, and the periodic sweep. Core memories (decay class none) are pinned and never forgotten."""
 
 from __future__ import annotations
 
@@ -78,6 +78,24 @@ class Forgetter:
         return ForgetResult(
             matched, matched if item.apply else 0, list(listed), matched > len(listed), item.apply
         )
+
+    async def archive_one(
+        self, principal: str, grants: tuple[str, ...], memory_id_text: str
+    ) -> asyncpg.Record:
+        """Archive one memory the caller names (soft: restore brings it back). Unlike the sweep it
+        spares nothing the caller chose: a core memory or an important one is archived too."""
+        memory_id = validation.parse_id(memory_id_text)
+        async with self.pool.acquire() as conn, conn.transaction():
+            await rawlog.lock_head(conn)
+            row = await repo.lock_memory(conn, memory_id)
+            if row is None or not permits(grants, row["scope"]):
+                raise NotFound(f"no memory {memory_id_text} in your scopes")
+            if row["archived_at"] is not None:
+                raise FailedPrecondition(f"{memory_id_text} is archived already; restore it to bring it back")
+            await archive(conn, [memory_id], principal, datetime.now(UTC), reason="by request")
+            archived = await repo.fetch_memory(conn, memory_id)
+        assert archived is not None
+        return archived
 
     async def restore(self, principal: str, grants: tuple[str, ...], memory_id_text: str) -> asyncpg.Record:
         """Un-archive, refreshing the access time so the next sweep does not re-forget it at once."""

@@ -28,22 +28,23 @@ _INSERT = (
 
 
 async def nearest_active(
-    conn: asyncpg.Connection, scope: str, vector: np.ndarray
-) -> tuple[asyncpg.Record, float] | None:
-    """The closest live memory in the scope and its cosine similarity. The planner scans a small
-    scope's rows exactly and walks a large scope's own HNSW graph (hypermnesia/scope_graphs.py):
-    approximate, but at 10,000 rows the walk returned the exact nearest for 39-40 of 40 queries
-    (2026-12-03), and a duplicate, far closer than any other row, is what a walk finds first. An
-    expired working memory is not live (memory_rows.live_sql): a save merged into it would
-    vanish with it."""
-    row = await conn.fetchrow(
+    conn: asyncpg.Connection, scope: str, vector: np.ndarray, limit: int
+) -> list[tuple[asyncpg.Record, float]]:
+    """The `limit` closest live memories in the scope, closest first, with their cosine
+    similarity. The planner scans a small scope's rows exactly and walks a large scope's own HNSW
+    graph (hypermnesia/scope_graphs.py): approximate, but at 10,000 rows the walk returned the
+    exact nearest for 39-40 of 40 queries (2026-12-03), and a duplicate, far closer than any other
+    row, is what a walk finds first. An expired working memory is not live
+    (memory_rows.live_sql): a save merged into it would vanish with it."""
+    rows = await conn.fetch(
         f"SELECT {MEMORY_COLUMNS}, 1 - (embedding <=> $2) AS similarity FROM memories"
         f" WHERE scope = $1 AND {live_sql()}"
-        " ORDER BY embedding <=> $2 LIMIT 1",
+        " ORDER BY embedding <=> $2 LIMIT $3",
         scope,
         vector,
+        limit,
     )
-    return (row, float(row["similarity"])) if row else None
+    return [(row, float(row["similarity"])) for row in rows]
 
 
 # Above this many rows a batch is copied into a temporary table and inserted with one statement:

@@ -39,6 +39,21 @@ def _grants(caller: common_pb2.Caller) -> tuple[str, ...]:
     return tuple(caller.grants)
 
 
+def _unset_fields(request: curation_pb2.SaveRequest) -> frozenset[str]:
+    """The fields a save does not give (curation.proto SaveRequest): a supersede keeps the replaced
+    memory's. An empty description, tag list or metadata is given only when its set_ flag says so."""
+    given = {
+        "type": bool(request.type),
+        "kind": bool(request.kind),
+        "decay_class": bool(request.decay_class),
+        "importance": request.HasField("importance"),
+        "description": bool(request.description) or request.set_description,
+        "tags": bool(request.tags) or request.set_tags,
+        "metadata": bool(request.metadata.fields) or request.set_metadata,
+    }
+    return frozenset(name for name, is_given in given.items() if not is_given)
+
+
 class CurationServicer(curation_pb2_grpc.CurationServicer):
     def __init__(self, curation: Curation) -> None:
         self.c = curation
@@ -65,11 +80,18 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
                 kind=request.kind,
                 supersedes=request.supersedes,
                 decay_class=request.decay_class,
+                unset=_unset_fields(request),
             )
         )
         response = curation_pb2.SaveResponse(created=result.created, memory=memory_from_row(result.memory))
         if result.replaced is not None:
             response.replaced.CopyFrom(memory_from_row(result.replaced))
+        response.similar.extend(
+            curation_pb2.SimilarMemory(
+                id=str(s.memory["id"]), content=s.memory["content"], differences=list(s.differences)
+            )
+            for s in result.similar
+        )
         await self._committed(context)
         return response
 
@@ -216,6 +238,15 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
         self, request: curation_pb2.MemoryRequest, context: grpc.aio.ServicerContext
     ) -> common_pb2.Memory:
         row = await self.c.forgetter.restore(request.caller.principal, _grants(request.caller), request.id)
+        await self._committed(context)
+        return memory_from_row(row)
+
+    async def Archive(
+        self, request: curation_pb2.MemoryRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.Memory:
+        row = await self.c.forgetter.archive_one(
+            request.caller.principal, _grants(request.caller), request.id
+        )
         await self._committed(context)
         return memory_from_row(row)
 

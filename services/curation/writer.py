@@ -1,8 +1,9 @@
-"""Saving, updating, superseding and deleting memories: validation, embedding, two-gated dedupe
+"""Saving, updating, superseding and deleting memories: validation, embedding, dedupe (dedupe.py)
 and the raw-log record, in one transaction per write so a memory and its record never disagree."""
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from dataclasses import dataclass, field, replace
@@ -18,8 +19,9 @@ from hypermnesia.errors import FailedPrecondition, InvalidArgument, NotFound
 from hypermnesia.kinds import DECAY_CLASS_FOR_KIND, DEFAULT_KIND
 from hypermnesia.memory_rows import is_live
 from hypermnesia.scopes import permits, require
-from services.curation import entities, payloads, rawlog, repo
-from services.curation.embedding import BatchEmbedder, cosine, embedding_text
+from services.curation import entities, memory_fields, payloads, rawlog, repo
+from services.curation.dedupe import DedupeGate, Similar, Verdict
+from services.curation.embedding import BatchEmbedder, embedding_text
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,8 @@ class SaveInput:
     kind: str
     supersedes: str = ""
     decay_class: str = ""
+    # The fields the request did not give (a supersede keeps the replaced memory's: _inherited).
+    unset: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,8 @@ class SaveResult:
     created: bool
     memory: asyncpg.Record
     replaced: asyncpg.Record | None
+    # Live near-duplicates that state a different fact (not replaced; the caller may supersede).
+    similar: tuple[Similar, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -113,6 +119,9 @@ class MemoryWriter:
         self.embed_timeout_s = embed_timeout_s
         self.dedupe_threshold = dedupe_threshold
         self.dedupe_content_threshold = dedupe_content_threshold
+        self.dedupe = DedupeGate(
+            pool, self.embeddings, threshold=dedupe_threshold, content_threshold=dedupe_content_threshold
+        )
 
     def validate(self, item: SaveInput) -> SaveInput:
         validation.check_content(item.content)
@@ -129,47 +138,30 @@ class MemoryWriter:
         require(item.grants, [item.scope])
         return item
 
-    async def _is_same_fact(self, item: SaveInput, old: asyncpg.Record, similarity: float) -> bool:
-        """Second dedupe gate: the contents themselves must agree, so two different facts with a
-        similar description insert side by side instead of one clobbering the other. Neither
-        having a description, the two embedded texts are the contents: `similarity` is already
-        their cosine, and nothing is embedded again."""
-        if item.content.strip() == old["content"].strip():
-            return True
-        if not item.description and not old["description"]:
-            return similarity >= self.dedupe_content_threshold
-        vectors = await self.embeddings.many([item.content, old["content"]])
-        return cosine(vectors[0], vectors[1]) >= self.dedupe_content_threshold
-
-    async def _find_duplicate(self, item: SaveInput, kind: str, vector: np.ndarray) -> asyncpg.Record | None:
+    async def _dedupe(self, item: SaveInput, kind: str, vector: np.ndarray) -> Verdict:
         if kind == "core" or item.supersedes:  # pinned memories and corrections are never merged
-            return None
-        async with self.pool.acquire() as conn:
-            nearest = await repo.nearest_active(conn, item.scope, vector)
-        if nearest and nearest[1] >= self.dedupe_threshold and nearest[0]["kind"] == kind:
-            if await self._is_same_fact(item, nearest[0], nearest[1]):
-                return nearest[0]
-        return None
+            return Verdict(None)
+        return await self.dedupe.check(item.scope, kind, item.description, item.content, vector)
 
-    async def _in_superseded_scope(self, item: SaveInput) -> SaveInput:
-        """A correction named with no scope lives where the memory it corrects lives (the only scope
-        it may be saved in): the caller need not know it, and a session's project is not it when the
-        memory is, say, a `user:` one."""
+    async def _superseded(self, item: SaveInput) -> asyncpg.Record:
+        """The memory a correction replaces, as it is now (every curated column)."""
         target = validation.parse_id(item.supersedes)
         async with self.pool.acquire() as conn:
-            old = await repo.fetch_memory(conn, target)
+            old = await repo.fetch_full(conn, target)
         if old is None or not permits(item.grants, old["scope"]):
             raise NotFound(f"cannot supersede {target}: no such memory in your scopes")
-        return replace(item, scope=old["scope"])
+        return old
 
     async def save(self, item: SaveInput) -> SaveResult:
-        if item.supersedes and not item.scope:
-            item = await self._in_superseded_scope(item)
+        replaced = await self._superseded(item) if item.supersedes else None
+        if replaced is not None:
+            item = _inherited(item, replaced)
         self.validate(item)
         kind = item.kind or DEFAULT_KIND
         target = validation.parse_id(item.supersedes) if item.supersedes else None
         vector = await self.embeddings.one(embedding_text(item.description, item.content))
-        duplicate = await self._find_duplicate(item, kind, vector)
+        verdict = await self._dedupe(item, kind, vector)
+        duplicate = verdict.duplicate
         now = datetime.now(UTC)
         text_fields: dict[str, Any] = {
             "type": item.type or "note",
@@ -184,7 +176,13 @@ class MemoryWriter:
             if duplicate is not None:
                 old = await repo.lock_memory(conn, duplicate["id"])
                 if old is not None and is_live(old, now):
-                    changes = {**text_fields, "updated_at": now}
+                    # A restatement adds to what the memory carried; it never drops a tag or a key.
+                    changes = {
+                        **text_fields,
+                        "tags": list(dict.fromkeys([*old["tags"], *item.tags])),
+                        "metadata": {**_metadata(old["metadata"]), **item.metadata},
+                        "updated_at": now,
+                    }
                     if item.importance is not None:
                         changes["importance"] = item.importance
                     await repo.update_memory(conn, old["id"], changes, vector)
@@ -200,7 +198,7 @@ class MemoryWriter:
                     await entities.link(conn, old["id"], item.scope, item.description, item.content, now)
                     row = await repo.fetch_memory(conn, old["id"])
                     assert row is not None
-                    return SaveResult(created=False, memory=row, replaced=old)
+                    return SaveResult(created=False, memory=row, replaced=old, similar=verdict.similar)
             fields = new_memory(
                 memory_id=uuid.uuid4(),
                 scope=item.scope,
@@ -212,9 +210,11 @@ class MemoryWriter:
                 decay_class=item.decay_class or None,
                 supersedes=target,
                 **{k: v for k, v in text_fields.items() if k != "content"},
+                **({k: replaced[k] for k in _CARRIED} if replaced is not None else {}),
             )
             if target is not None:
-                await self._close_for_supersede(conn, target, fields["id"], item.scope, item.grants, now)
+                assert replaced is not None
+                await self._close_for_supersede(conn, replaced, fields["id"], item.scope, item.grants, now)
             await repo.insert_memories(conn, [fields], [vector])
             await rawlog.append(
                 conn,
@@ -228,18 +228,20 @@ class MemoryWriter:
             await entities.link(conn, fields["id"], item.scope, item.description, item.content, now)
             row = await repo.fetch_memory(conn, fields["id"])
             assert row is not None
-            return SaveResult(created=True, memory=row, replaced=None)
+            return SaveResult(created=True, memory=row, replaced=None, similar=verdict.similar)
 
     async def _close_for_supersede(
         self,
         conn: asyncpg.Connection,
-        target: uuid.UUID,
+        seen: asyncpg.Record,
         successor: uuid.UUID,
         scope: str,
         grants: tuple[str, ...],
         at: datetime,
     ) -> None:
-        """Check that `target` may be superseded by a new memory in `scope`, then close it."""
+        """Check that `seen` (the replaced memory, as the correction's kept fields were read from
+        it) may be superseded by a new memory in `scope` and has not changed since, then close it."""
+        target = seen["id"]
         old = await repo.lock_memory(conn, target)
         if old is None or not permits(grants, old["scope"]):
             raise NotFound(f"cannot supersede {target}: no such memory in your scopes")
@@ -253,6 +255,8 @@ class MemoryWriter:
                 f"{target} was already superseded by {old['superseded_by']}; supersede the current "
                 "version instead (a chain has one head)"
             )
+        if old["updated_at"] != seen["updated_at"]:
+            raise FailedPrecondition(f"{target} changed while superseding it; try again")
         if target == successor or await repo.chain_contains(conn, target, successor):
             raise InvalidArgument(f"superseding {target} with {successor} would make a cycle in its chain")
         await repo.close_memory(conn, target, successor, at)
@@ -335,6 +339,25 @@ class MemoryWriter:
         return locked
 
 
+# What a correction takes from the memory it replaces, given or not: where it belongs (its
+# repository; the state object it is the value of), which the save request cannot name.
+_CARRIED = ("repo", "state_key")
+_INHERITABLE = frozenset(("type", "kind", "description", "tags", "metadata", "importance", "decay_class"))
+
+
+def _inherited(item: SaveInput, old: asyncpg.Record) -> SaveInput:
+    """A correction keeps every field of the memory it replaces that it does not give (type, kind,
+    description, tags, metadata, importance, decay class) and, named no scope, lives where that
+    memory lives (the only scope it may be saved in: a session's project is not it when the
+    memory is, say, a `user:` one). A kind given that differs from the old one brings its own
+    decay class unless one is given too."""
+    # In their JSON form (a list of tags, a metadata object, importance as stored), as a save takes them.
+    kept = memory_fields.to_json_partial({name: old[name] for name in item.unset & _INHERITABLE})
+    if "decay_class" in kept and (item.kind or old["kind"]) != old["kind"]:
+        del kept["decay_class"]
+    return replace(item, scope=item.scope or old["scope"], **kept)
+
+
 _UPDATABLE = ("content", "description", "type", "tags", "metadata", "importance", "decay_class")
 
 
@@ -373,3 +396,8 @@ def _check_writable(row: asyncpg.Record | None, memory_id: str, grants: tuple[st
         )
     if row["archived_at"] is not None:
         raise FailedPrecondition(f"{memory_id} is archived; restore it first (memory_restore)")
+
+
+def _metadata(value: Any) -> dict[str, Any]:
+    """A row's metadata as a dict (the column reads back as JSON text)."""
+    return dict(json.loads(value) if isinstance(value, str) else (value or {}))

@@ -27,7 +27,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import onnx
@@ -197,11 +197,11 @@ class _Graph:
         tensor.raw_data = np.ascontiguousarray(value).tobytes()
         return name
 
-    def node(self, op_type: str, inputs: list[str], output: str, **attrs) -> str:
+    def node(self, op_type: str, inputs: list[str], output: str, **attrs: Any) -> str:
         self.graph.node.append(helper.make_node(op_type, inputs, [output], name=f"{output}_node", **attrs))
         return output
 
-    def op(self, op_type: str, inputs: list[str], hint: str | None = None, **attrs) -> str:
+    def op(self, op_type: str, inputs: list[str], hint: str | None = None, **attrs: Any) -> str:
         return self.node(op_type, inputs, self._fresh(hint or op_type.lower()), **attrs)
 
 

@@ -27,7 +27,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from services.retrieval.lexical import STOPWORDS
+from hypermnesia.words import STOPWORDS
 
 TOP = 10  # the depth the clarity and agreement signals look at (the metrics' k)
 POOL = 50  # a leg's own list: what each leg returns at the default HM_SEARCH_CANDIDATES

@@ -1,5 +1,6 @@
 """Retrieval's SQL beside search: list (an index without bodies by default), lineage along supersede
-chains, scope counts, recall health from search_log, and the layers context assembly reads."""
+chains with the raw-log records of their versions, scope counts, recall health from search_log, and
+the layers context assembly reads."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from datetime import datetime
 
 import asyncpg
 
-from hypermnesia.memory_rows import chain_sql, fresh_sql, live_sql, memory_columns
+from hypermnesia.memory_rows import chain_ids_sql, chain_sql, fresh_sql, live_sql, memory_columns
 from services.retrieval.filters import STORED_SQL, Prefilter
 
 
@@ -35,9 +36,26 @@ async def list_memories(pool: asyncpg.Pool, prefilter: Prefilter, limit: int, of
     return Page([], int(total))
 
 
-async def lineage(pool: asyncpg.Pool, memory_id: uuid.UUID) -> list[asyncpg.Record]:
-    """Every memory on the supersede chain through memory_id, oldest first."""
-    return await pool.fetch(chain_sql(memory_columns("m")), memory_id)
+@dataclass(frozen=True)
+class Chain:
+    memories: list[asyncpg.Record]  # the chain's stored memories, oldest first
+    ids: list[uuid.UUID]  # every id on it, oldest first, purged and deleted ones too
+    records: list[asyncpg.Record]  # every raw-log record that is or targets one of them, in log order
+
+
+async def lineage(pool: asyncpg.Pool, memory_id: uuid.UUID) -> Chain:
+    """The supersede chain through memory_id and the raw-log records of its memories, read in one
+    snapshot (so a write between the reads cannot show a version without its memory)."""
+    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+        memories = await conn.fetch(chain_sql(memory_columns("m")), memory_id)
+        ids = [r["id"] for r in await conn.fetch(chain_ids_sql(), memory_id)] if memories else []
+        records = await conn.fetch(
+            "SELECT r.id, r.seq, r.scope, r.operation, r.target_id, r.author, r.created_at, t.payload"
+            " FROM records r LEFT JOIN record_texts t ON t.record_id = r.id"
+            " WHERE r.id = ANY($1::uuid[]) OR r.target_id = ANY($1::uuid[]) ORDER BY r.seq",
+            ids,
+        )
+    return Chain(list(memories), ids, list(records))
 
 
 async def scope_counts(pool: asyncpg.Pool, scopes: list[str]) -> list[asyncpg.Record]:

@@ -17,8 +17,8 @@ import numpy as np
 from hypermnesia import scope_graphs
 from hypermnesia.memory_rows import fresh_sql, live_sql, memory_columns
 from hypermnesia.settings import RetrievalSettings
+from hypermnesia.words import STOPWORDS
 from services.retrieval.filters import Prefilter
-from services.retrieval.lexical import STOPWORDS
 
 _STOPWORDS = sorted(STOPWORDS)
 

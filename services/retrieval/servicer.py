@@ -13,7 +13,7 @@ from hypermnesia.errors import InvalidArgument, NotFound
 from hypermnesia.memory_rows import memory_from_row
 from hypermnesia.scopes import permits, require
 from hypermnesia.v1 import common_pb2, retrieval_pb2, retrieval_pb2_grpc
-from services.retrieval import reads, repo
+from services.retrieval import reads, repo, versions
 from services.retrieval.context import ContextAssembler, ContextInput
 from services.retrieval.filters import Prefilter
 from services.retrieval.replica import ReadRouter
@@ -153,11 +153,16 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
         self, request: retrieval_pb2.GetRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.LineageResponse:
         memory_id = validation.parse_id(request.id)
-        rows = await self.router.read(request.min_lsn, lambda pool: reads.lineage(pool, memory_id))
-        visible = [r for r in rows if permits(request.caller.grants, r["scope"])]
+        chain = await self.router.read(request.min_lsn, lambda pool: reads.lineage(pool, memory_id))
+        grants = list(request.caller.grants)
+        visible = [r for r in chain.memories if permits(grants, r["scope"])]
         if not visible:
             raise NotFound(f"no memory {request.id} in your scopes")
-        return retrieval_pb2.LineageResponse(memories=[memory_from_row(r) for r in visible])
+        stored = {r["id"] for r in chain.memories}
+        return retrieval_pb2.LineageResponse(
+            memories=[memory_from_row(r) for r in visible],
+            versions=versions.of_chain(chain.ids, stored, chain.records, grants),
+        )
 
     async def Stats(
         self, request: retrieval_pb2.StatsRequest, context: grpc.aio.ServicerContext

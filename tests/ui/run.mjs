@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 
 const config = JSON.parse(process.argv[2]);
-const { base, chromium: executablePath, alice, bob, project, memory, proposal, bobMemory, screenshots } = config;
+const { base, chromium: executablePath, alice, bob, project, memory, proposal, bobMemory, versioned, editable, screenshots } = config;
 const TIMEOUT = 15000;
 
 class CheckFailed extends Error {}
@@ -18,13 +18,25 @@ function step(name) {
   console.log(`step: ${name}`);
 }
 
-async function api(token, path, projectHeader) {
+async function call(token, path, projectHeader) {
   const headers = { Authorization: `Bearer ${token}` };
   if (projectHeader) headers['X-Hypermnesia-Project'] = projectHeader;
   const response = await fetch(base + path, { headers });
-  const body = await response.json();
-  check(response.ok, `${path} answered ${response.status}: ${JSON.stringify(body)}`);
+  return { status: response.status, body: await response.json() };
+}
+
+async function api(token, path, projectHeader) {
+  const { status, body } = await call(token, path, projectHeader);
+  check(status === 200, `${path} answered ${status}: ${JSON.stringify(body)}`);
   return body;
+}
+
+// Waits for the memory page's status line to say `text` (an .ok line, or .error with error=true).
+async function actionResult(page, text, error = false) {
+  const line = await page.waitForSelector(`.action-status ${error ? '.error' : '.ok'}`, { timeout: TIMEOUT });
+  const said = await line.textContent();
+  check(said.includes(text), `the memory page says "${said}", not "${text}"`);
+  return said;
 }
 
 async function signIn(page, token, projectName) {
@@ -106,12 +118,50 @@ try {
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--use-angle=swiftshader', '--enable-unsafe-swiftshader',
       '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
   });
+  // The network is unplugged: any request not to the gateway is aborted (and reported below), so
+  // a page that needed a CDN would not render.
+  const gateway = new URL(base).origin;
+  const blocked = [];
+  await context.route('**/*', (route) => {
+    const url = route.request().url();
+    if (new URL(url).origin === gateway) return route.continue();
+    blocked.push(url);
+    return route.abort('internetdisconnected');
+  });
   const page = await context.newPage();
   const pageErrors = [];
   page.on('pageerror', (err) => pageErrors.push(err.message));
   // Nothing may be fetched from anywhere but the gateway.
   const foreign = [];
   page.on('request', (req) => { if (!req.url().startsWith(base) && !req.url().startsWith('data:')) foreign.push(req.url()); });
+
+  step('the sign-in page offers no Sign out');
+  await page.goto(`${base}/ui/`);
+  await page.waitForSelector('input[name=token]', { timeout: TIMEOUT });
+  check(!(await page.isVisible('#signout')), 'the sign-in page shows the Sign out button');
+  check(!(await page.innerText('body')).includes('Sign out'), 'the sign-in page shows "Sign out"');
+
+  step('/docs renders every operation offline (Swagger UI from the gateway, no CDN)');
+  {
+    const spec = await (await fetch(`${base}/openapi.json`)).json();
+    const operations = Object.values(spec.paths).reduce((n, methods) => n + Object.keys(methods).length, 0);
+    const docs = await context.newPage();
+    docs.on('pageerror', (err) => pageErrors.push(`/docs: ${err.message}`));
+    await docs.goto(`${base}/docs`);
+    await docs.waitForSelector('.swagger-ui .opblock', { timeout: 30000 });
+    const shown = await docs.$$eval('.swagger-ui .opblock', (els) => els.length);
+    check(shown === operations, `Swagger UI shows ${shown} operations, the document has ${operations}`);
+    const title = await docs.textContent('.swagger-ui .info .title');
+    check(title.includes(spec.info.title), `Swagger UI's title is ${title}`);
+    check(await docs.$('.opblock-summary-path[data-path="/memories/{memory_id}/archive"]'), 'Swagger UI lacks the archive route');
+    await docs.goto(`${base}/redoc`);
+    await docs.waitForSelector('[data-section-id^="operation/"]', { state: 'attached', timeout: 30000 });
+    // The menu and the content both carry an operation's section id.
+    const redocShown = await docs.$$eval('[data-section-id^="operation/"]',
+      (els) => new Set(els.map((el) => el.getAttribute('data-section-id'))).size);
+    check(redocShown === operations, `ReDoc shows ${redocShown} operations, the document has ${operations}`);
+    await docs.close();
+  }
 
   step('sign in as alice');
   await signIn(page, alice, project);
@@ -147,8 +197,86 @@ try {
   await page.waitForSelector(`article.memory[data-id="${memory.id}"]`, { timeout: TIMEOUT });
   const content = await page.textContent('article.memory .content');
   check(content.includes(memory.content), `the memory page shows ${content}`);
-  for (const title of ['Lineage', 'Evidence', 'Raw log']) {
+  for (const title of ['Lineage', 'Versions', 'Evidence', 'Raw log']) {
     check(await page.$(`section.panel h2:text-is("${title}")`), `the memory page has no ${title} section`);
+  }
+
+  step('a memory updated in place lists every version and every raw-log record');
+  await page.goto(`${base}/ui/#/memory/${versioned.id}`);
+  await page.waitForSelector(`article.memory[data-id="${versioned.id}"]`, { timeout: TIMEOUT });
+  await page.waitForSelector('table.versions tbody tr', { timeout: TIMEOUT });
+  await page.waitForSelector('table.records tbody tr', { timeout: TIMEOUT });
+  const shown = await page.$$eval('table.versions tbody tr', (rows) => rows.map((r) => ({
+    version: Number(r.dataset.version),
+    seq: Number(r.dataset.seq),
+    text: r.dataset.text,
+    content: r.querySelector('td.content').textContent,
+    author: r.children[2].textContent,
+  })));
+  check(JSON.stringify(shown.map((v) => v.content)) === JSON.stringify(versioned.contents),
+    `the versions shown are ${JSON.stringify(shown)}, not ${JSON.stringify(versioned.contents)}`);
+  check(shown.every((v, i) => v.version === i + 1 && v.text === 'present' && v.author === versioned.author),
+    `the versions are not numbered, present and by ${versioned.author}: ${JSON.stringify(shown)}`);
+  const recordSeqs = await page.$$eval('table.records tbody tr', (rows) => rows.map((r) => Number(r.dataset.seq)));
+  check(JSON.stringify(recordSeqs) === JSON.stringify(versioned.records),
+    `the page lists records ${recordSeqs}, hypermnesia why lists ${versioned.records}`);
+  check(JSON.stringify(shown.map((v) => v.seq)) === JSON.stringify(versioned.records),
+    `the versions' records ${shown.map((v) => v.seq)} are not the raw log's ${versioned.records}`);
+
+  step('edit a memory on its page: content, description, tags, importance');
+  {
+    const path = `/memories/${editable.id}`;
+    await page.goto(`${base}/ui/#/memory/${editable.id}`);
+    await page.waitForSelector(`article.memory[data-id="${editable.id}"]`, { timeout: TIMEOUT });
+    check(await page.inputValue('.changes textarea[name=content]') === editable.content, 'the edit form does not hold the content');
+    await page.fill('.changes textarea[name=content]', editable.edited.content);
+    await page.fill('.changes input[name=description]', editable.edited.description);
+    await page.fill('.changes input[name=tags]', editable.edited.tags.join(', '));
+    await page.fill('.changes input[name=importance]', String(editable.edited.importance));
+    await page.click('.changes button[type=submit]');
+    await actionResult(page, 'Saved: changed content, description, tags, importance');
+    check((await page.textContent('article.memory .content')).includes(editable.edited.content), 'the page does not show the new content');
+    const now = await api(alice, path, project);
+    check(now.content === editable.edited.content && now.description === editable.edited.description
+      && JSON.stringify(now.tags) === JSON.stringify(editable.edited.tags) && now.importance === editable.edited.importance,
+    `the API holds ${JSON.stringify(now)} after the edit`);
+    const rows = await page.$$eval('table.versions tbody tr td.content', (tds) => tds.map((td) => td.textContent));
+    check(JSON.stringify(rows) === JSON.stringify([editable.content, editable.edited.content]),
+      `the versions after the edit are ${JSON.stringify(rows)}`);
+
+    step('an edit the API refuses shows its message and changes nothing');
+    // A tag over the service's 100 characters: the browser has no rule for it, the API refuses it.
+    await page.fill('.changes input[name=tags]', `garden, ${'x'.repeat(101)}`);
+    await page.click('.changes button[type=submit]');
+    const refused = await actionResult(page, 'tags are 1-100 printable characters', true);
+    check(!/Traceback|File "/.test(refused), `the refusal leaks internals: ${refused}`);
+    check(JSON.stringify((await api(alice, path, project)).tags) === JSON.stringify(editable.edited.tags), 'a refused edit changed the tags');
+
+    step('archive it, find it still on its page, restore it');
+    await page.click('.changes button.archive');
+    await actionResult(page, 'Archived');
+    check(await page.getAttribute('article.memory', 'data-archived') === '1', 'the page does not show the memory archived');
+    check((await call(alice, path, project)).status === 404, 'an archived memory still answers GET');
+    const listed = await api(alice, '/memories?include_archived=true&limit=200', project);
+    check(listed.memories.some((m) => m.id === editable.id && m.archived_at), 'the archived memory is not listed as archived');
+    await page.reload();
+    await page.waitForSelector(`article.memory[data-id="${editable.id}"][data-archived="1"]`, { timeout: TIMEOUT });
+    await page.click('.changes button.restore');
+    await actionResult(page, 'Restored');
+    check(await page.getAttribute('article.memory', 'data-archived') === '0', 'the page does not show the memory restored');
+    check((await api(alice, path, project)).archived_at === null, 'the restored memory is still archived in the API');
+
+    step('delete it, after a confirmation');
+    await page.click('.changes button.delete');
+    check(await page.isVisible('.changes .confirm'), 'Delete asks for no confirmation');
+    await page.click('.changes .confirm button.cancel');
+    check(!(await page.isVisible('.changes .confirm')), 'Cancel does not close the confirmation');
+    check((await call(alice, path, project)).status === 200, 'cancelling the delete deleted the memory');
+    await page.click('.changes button.delete');
+    await page.click('.changes .confirm button.confirm-delete');
+    await actionResult(page, `Deleted ${editable.id}`);
+    check((await call(alice, path, project)).status === 404, 'the deleted memory still answers GET');
+    check((await call(alice, `${path}/lineage`, project)).status === 404, 'the deleted memory still has a lineage');
   }
 
   step('a bad id shows the API message, not a stack trace');
@@ -223,6 +351,7 @@ try {
 
   check(pageErrors.length === 0, `uncaught errors in the page: ${pageErrors.join('; ')}`);
   check(foreign.length === 0, `the UI fetched from elsewhere: ${foreign.join(', ')}`);
+  check(blocked.length === 0, `pages asked for addresses other than the gateway: ${blocked.join(', ')}`);
   console.log('ok');
 } catch (err) {
   failed = true;

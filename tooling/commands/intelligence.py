@@ -12,13 +12,16 @@ import argparse
 import asyncio
 import getpass
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
 import grpc
 from pydantic import Field
 
+from hypermnesia.scopes import project_scope_for_root
 from hypermnesia.settings import DEFAULT_CURATION_PORT, CommonSettings
 from hypermnesia.v1 import common_pb2, intelligence_pb2, intelligence_pb2_grpc
 from tooling.console import fail, load_settings
@@ -132,10 +135,24 @@ def _short(text: str, limit: int = 160) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def _iso_time(text: str) -> datetime:
+    """An ISO 8601 date or time from the command line (a naive one is sent as UTC)."""
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO 8601 date or time such as 2023-05-01 or 2023-05-01T12:00:00Z"
+        ) from None
+
+
 def cmd_consolidate(args: argparse.Namespace) -> None:
-    from gateway.shaping import consolidate_report_json
+    from gateway.shaping import consolidate_report_json, timestamp
 
     request = intelligence_pb2.ConsolidateRequest(caller=_operator(), job=args.job, scope=args.scope or "")
+    if args.since is not None:
+        request.since.CopyFrom(timestamp(args.since))
+    if args.until is not None:
+        request.until.CopyFrom(timestamp(args.until))
     where = args.scope or "every scope"
     reply = _call(
         lambda stub, t: stub.Consolidate(request, timeout=t),
@@ -154,10 +171,11 @@ def cmd_consolidate(args: argparse.Namespace) -> None:
             print(f"{r['job']} {r['scope']}: skipped ({r['skipped_reason']})")
             continue
         kinds = ", ".join(f"{k} {n}" for k, n in r["made_by_kind"].items() if n)
+        read = f"read {r['read']} ({r['coverage']}); " if r["coverage"] else ""
         print(
-            f"{r['job']} {r['scope']}: {r['proposals_made']} proposals made{f' ({kinds})' if kinds else ''}, "
-            f"{r['pending']} pending; promoted {r['promoted']}, expired {r['expired']}, marked stale "
-            f"{r['marked_stale']} [{r['mode']}, {r['duration_ms']:.0f} ms]"
+            f"{r['job']} {r['scope']}: {read}{r['proposals_made']} proposals made"
+            f"{f' ({kinds})' if kinds else ''}, {r['pending']} pending; promoted {r['promoted']}, "
+            f"expired {r['expired']}, marked stale {r['marked_stale']} [{r['mode']}, {r['duration_ms']:.0f} ms]"
         )
         for note in r["notes"]:
             print(f"  note: {note}")
@@ -223,15 +241,17 @@ def cmd_reject(args: argparse.Namespace) -> None:
 def cmd_ask(args: argparse.Namespace) -> None:
     from gateway.shaping import ask_json
 
+    # This folder's project, as the hooks and an MCP session started here name it.
+    scopes = args.scope or [project_scope_for_root(os.getcwd())]
     request = intelligence_pb2.AskRequest(
-        caller=_operator(), question=args.question, scopes=args.scope, depth=args.depth, k=args.k
+        caller=_operator(), question=args.question, scopes=scopes, depth=args.depth, k=args.k
     )
     answer = ask_json(_call(lambda stub, t: stub.Ask(request, timeout=t)))
     if args.json:
         _print_json(answer)
         return
     if not answer["claims"]:
-        print("no claim could be made from memories you may read")
+        print(f"no claim (searched {', '.join(scopes)}): {answer['abstained']}")
     for number, claim in enumerate(answer["claims"], 1):
         print(f"[{number}] {claim['text']}")
         print(f"    cites {', '.join(claim['citations'])}")
@@ -260,6 +280,14 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
         "revisions; weekly: cluster episodes into facts; monthly: summaries and procedures",
     )
     p.add_argument("--scope", default="", help="one scope (e.g. project:my-repo); default every scope")
+    for flag, side in (("--since", "at or after"), ("--until", "before")):
+        p.add_argument(
+            flag,
+            type=_iso_time,
+            default=None,
+            help=f"weekly/monthly: read only memories dated {side} this ISO 8601 date or time (their "
+            "own dates; UTC unless given); a run reads everything not consolidated yet by default",
+        )
     _json_flag(p)
     p.set_defaults(func=cmd_consolidate)
 
@@ -285,7 +313,9 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     p = sub.add_parser("ask", help="answer a question from memory, each claim citing memory ids")
     p.add_argument("question", help="the question, in words")
     p.add_argument(
-        "--scope", action="append", required=True, help="a scope to search (repeatable), e.g. project:my-repo"
+        "--scope",
+        action="append",
+        help="a scope to search (repeatable), e.g. project:my-repo; default this folder's project",
     )
     p.add_argument("--depth", default="auto", choices=DEPTHS, help="recall depth (default auto)")
     p.add_argument("--k", type=int, default=8, help="evidence rows to search for (1-50)")

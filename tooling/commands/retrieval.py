@@ -9,6 +9,8 @@ from pathlib import Path
 # The single legs first: the bar every fusion is read against (docs/EVAL.md).
 FUSIONS = ("dense", "bm25", "weighted", "boost", "rrf", "adaptive")
 DATASETS = ("locomo", "locomo-proactive", "scifact", "scifact-train", "wordnet")
+# Not a retrieval set: the dedupe gate's labelled pairs (tooling/evaluation/dedupe_pairs.py).
+DEDUPE = "dedupe"
 
 
 def _default_data_dir() -> Path:
@@ -20,8 +22,14 @@ def cmd_eval(args: argparse.Namespace) -> None:
     from tooling.console import configure_logging, load_settings, run_async
     from tooling.evaluation.run import depth_for, evaluate, format_bar, format_table
 
+    if args.dataset == DEDUPE:
+        cmd_eval_dedupe(args)
+        return
     settings = load_settings(CommonSettings)
     configure_logging("WARNING")
+    if args.ask:
+        _eval_ask(args, settings.database_url)
+        return
     fusions = list(FUSIONS) if args.fusion == "all" else [args.fusion]
     results = run_async(
         lambda: evaluate(
@@ -29,7 +37,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
             fusions,
             Path(args.data_dir),
             settings.database_url,
-            concurrency=args.concurrency,
+            concurrency=args.concurrency or 8,
             max_corpora=args.corpora,
         )
     )
@@ -47,9 +55,82 @@ def cmd_eval(args: argparse.Namespace) -> None:
             print(bar)
 
 
+def cmd_eval_dedupe(args: argparse.Namespace) -> None:
+    from hypermnesia.settings import CurationSettings
+    from tooling.console import configure_logging, load_settings, run_async
+    from tooling.evaluation.dedupe_run import evaluate, format_report
+
+    settings = load_settings(CurationSettings)
+    configure_logging("WARNING")
+    outcomes = run_async(
+        lambda: evaluate(
+            Path(args.data_dir), settings.database_url, concurrency=min(args.concurrency or 4, 4)
+        )
+    )
+    if outcomes is None:
+        raise SystemExit(1)
+    print(f"dedupe gate: {len(outcomes)} labelled pairs (HM_DEDUPE_THRESHOLD {settings.dedupe_threshold:g},")
+    print(f"HM_DEDUPE_CONTENT_THRESHOLD {settings.dedupe_content_threshold:g})")
+    print(format_report(outcomes, settings))
+
+
+def _floors(text: str) -> list[str]:
+    floors = [f.strip() for f in text.split(",") if f.strip()]
+    for floor in floors:
+        try:
+            ok = 0.0 <= float(floor) <= 1.0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise argparse.ArgumentTypeError(f"{floor!r} is not a similarity between 0 and 1")
+    return floors
+
+
+def _eval_ask(args: argparse.Namespace, database_url: str | None) -> None:
+    from tooling.console import fail, run_async
+    from tooling.evaluation.abstain import DATASETS as ASK_DATASETS
+    from tooling.evaluation.abstain import DEFAULT_FLOOR, OFF, evaluate_abstention, format_abstention
+
+    if args.dataset not in ASK_DATASETS:
+        fail(f"--ask measures the Dialectic on {' or '.join(ASK_DATASETS)}; pick one of them", 2)
+    floors = args.floors or [f"{DEFAULT_FLOOR:g}"]
+    results = run_async(
+        lambda: evaluate_abstention(
+            args.dataset,
+            [OFF, *floors],
+            Path(args.data_dir),
+            database_url,
+            concurrency=args.concurrency or 8,
+            max_corpora=args.corpora,
+        )
+    )
+    if results is None:
+        raise SystemExit(1)
+    if args.json:
+        print(
+            json.dumps(
+                [
+                    {
+                        "setting": r.setting,
+                        "lexical_only": r.lexical_only,
+                        "groups": {g: t.__dict__ for g, t in r.groups.items()},
+                    }
+                    for r in results
+                ],
+                indent=2,
+            )
+        )
+    else:
+        print(format_abstention(results))
+
+
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
-    ev = sub.add_parser("eval", help="retrieval quality on a dev set through the real service path")
-    ev.add_argument("--dataset", choices=DATASETS, required=True)
+    ev = sub.add_parser(
+        "eval",
+        help="retrieval quality on a dev set through the real service path (or, with --dataset dedupe, "
+        "the dedupe gate on its labelled pairs)",
+    )
+    ev.add_argument("--dataset", choices=(*DATASETS, DEDUPE), required=True)
     ev.add_argument("--fusion", choices=(*FUSIONS, "all"), default="all")
     ev.add_argument(
         "--data-dir",
@@ -57,9 +138,27 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
         help="folder holding locomo/ and scifact/ (default: ../shared/data; wordnet is read from"
         " Debian's wordnet-base)",
     )
-    ev.add_argument("--concurrency", type=int, default=8)
+    ev.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="questions in flight (default 8)",
+    )
     ev.add_argument(
         "--corpora", type=int, default=None, help="only the first N stores (LoCoMo conversations)"
+    )
+    ev.add_argument(
+        "--ask",
+        action="store_true",
+        help="measure the Dialectic's abstention instead (locomo or scifact): off-topic questions "
+        "answered with a claim and answerable ones citing their evidence, with abstention off and at "
+        "each floor",
+    )
+    ev.add_argument(
+        "--floors",
+        type=_floors,
+        default=None,
+        help="with --ask: relevance floors to measure, comma-separated (default HM_DIALECTIC_MIN_SIMILARITY's default)",
     )
     ev.add_argument("--json", action="store_true")
     ev.set_defaults(func=cmd_eval)

@@ -29,7 +29,7 @@ from hypermnesia.v1 import common_pb2, curation_pb2, curation_pb2_grpc, retrieva
 from services.curation import fusion_refits
 from tooling.evaluation import datasets
 from tooling.evaluation.metrics import ndcg_at, recall_at, reciprocal_rank
-from tooling.local_stack import create_database, drop_database, embedder_process, local_stack
+from tooling.local_stack import LocalStack, create_database, drop_database, embedder_process, local_stack
 
 LOADERS: dict[str, Callable[[Path], list[datasets.Corpus]]] = {
     "locomo": datasets.load_locomo,
@@ -183,14 +183,15 @@ def _score(
 class Loaded:
     """A dataset imported into a fresh stack: its corpora, memory id -> doc ref per corpus, the
     Retrieval stub, the in-process searcher (the tuner re-scores its candidate pools) and the
-    store's pool (curation's: the refit)."""
+    stack (the refit reads its writer's pool; the abstention eval starts services of other
+    settings over its database)."""
 
     dataset: str
     corpora: list[datasets.Corpus]
     refs: list[dict[str, str]]
     retrieval: retrieval_pb2_grpc.RetrievalStub
     searcher: Any
-    pool: Any
+    stack: LocalStack
 
 
 @asynccontextmanager
@@ -230,12 +231,7 @@ async def loaded(
                     file=sys.stderr,
                 )
                 yield Loaded(
-                    dataset,
-                    corpora,
-                    refs,
-                    retrieval_pb2_grpc.RetrievalStub(r_chan),
-                    stack.searcher,
-                    stack.writer.pool,
+                    dataset, corpora, refs, retrieval_pb2_grpc.RetrievalStub(r_chan), stack.searcher, stack
                 )
         finally:
             await drop_database(db_url)
@@ -249,7 +245,7 @@ async def calibrate(run: Loaded, k: int, concurrency: int) -> fusion_refits.Refi
     for c in run.corpora:
         await _search_all(run.retrieval, c, f"eval:{c.name}", "adaptive", k, concurrency)
     await run.searcher.drain()  # search_log rows are written off the hot path
-    done = await fusion_refits.refit(run.pool, "eval")
+    done = await fusion_refits.refit(run.stack.writer.pool, "eval")
     print(
         f"calibrated in {time.perf_counter() - started:.1f} s: refit {done.id} fit {len(done.keys)} scopes"
         f" ({', '.join(f'{k.estimate.value:+.2f} from {k.estimate.observations}' for k in done.keys[:10])})",

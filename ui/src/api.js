@@ -60,3 +60,5 @@ export async function api(method, path, { query, body } = {}) {
 
 export const get = (path, query) => api('GET', path, { query });
 export const post = (path, body, query) => api('POST', path, { body, query });
+export const patch = (path, body) => api('PATCH', path, { body });
+export const remove = (path) => api('DELETE', path);
