@@ -54,16 +54,17 @@ async def test_locomo_eval_on_one_conversation(
 
 
 async def test_abstention_eval_on_one_conversation(
-    pg_server_url: str, monkeypatch: pytest.MonkeyPatch
+    pg_server_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """One LoCoMo conversation asked SciFact's claims (off-topic) and its own single-hop questions,
-    through curation's Ask, with abstention off and at the default floor, one at a time (so both
-    settings see the same rankings)."""
+    through curation's Ask, with abstention off and at the default floor, after a calibration pass
+    and one refit (so both settings see the same rankings, 8 questions in flight)."""
     # A lexical-only search has no similarity to judge: on a loaded machine the 300 ms default
     # deadline would make the floor abstain for the embedder's sake (the eval reports such searches).
     monkeypatch.setenv("HM_EMBED_TIMEOUT_MS", "10000")
     results = await evaluate_abstention("locomo", [OFF, "0.3"], DATA, pg_server_url, max_corpora=1)
     table = format_abstention(results)
+    assert re.search(r"calibrated in [0-9.]+ s: refit \d+ fit 1 scopes", capsys.readouterr().err)
     assert [r.lexical_only for r in results] == [0, 0], table
     assert "| abstention off | locomo conv 1-5 (calibration) |" in table and "| floor 0.3 |" in table
     off, floor = (r.groups["locomo conv 1-5 (calibration)"] for r in results)
