@@ -281,6 +281,17 @@ CREATE FUNCTION public.hm_quoted_tsquery(term text) RETURNS tsquery
 $$;
 
 --
+-- Name: hm_scope_key(text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.hm_scope_key(scopes text[]) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT coalesce(string_agg(s, E'\n' ORDER BY s), '')
+    FROM (SELECT DISTINCT unnest(scopes) COLLATE "C" AS s) d
+$$;
+
+--
 -- Name: hm_tsv_length(tsvector); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -515,6 +526,50 @@ CREATE TABLE public.evidence_edges (
 );
 
 --
+-- Name: fusion_estimates; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.fusion_estimates (
+    scope_key text NOT NULL,
+    refit_id bigint NOT NULL,
+    scopes text[] NOT NULL,
+    estimate double precision NOT NULL,
+    mean double precision NOT NULL,
+    observations integer NOT NULL,
+    last_log_id bigint NOT NULL
+);
+
+--
+-- Name: fusion_refits; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.fusion_refits (
+    id bigint NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    reason text NOT NULL,
+    scopes text[],
+    last_log_id bigint NOT NULL,
+    keys integer NOT NULL
+);
+
+--
+-- Name: fusion_refits_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.fusion_refits_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: fusion_refits_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.fusion_refits_id_seq OWNED BY public.fusion_refits.id;
+
+--
 -- Name: identities; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -717,7 +772,8 @@ CREATE TABLE public.search_log (
     top_similarity real,
     latency_ms real NOT NULL,
     stage_ms jsonb DEFAULT '{}'::jsonb NOT NULL,
-    degraded text[] DEFAULT '{}'::text[] NOT NULL
+    degraded text[] DEFAULT '{}'::text[] NOT NULL,
+    clarity_log_ratio real
 );
 
 --
@@ -786,6 +842,12 @@ ALTER SEQUENCE public.viz_basis_id_seq OWNED BY public.viz_basis.id;
 --
 
 ALTER TABLE ONLY public.entities ALTER COLUMN id SET DEFAULT nextval('public.entities_id_seq'::regclass);
+
+--
+-- Name: fusion_refits id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.fusion_refits ALTER COLUMN id SET DEFAULT nextval('public.fusion_refits_id_seq'::regclass);
 
 --
 -- Name: search_log id; Type: DEFAULT; Schema: public; Owner: -
@@ -868,6 +930,20 @@ ALTER TABLE ONLY public.entities
 
 ALTER TABLE ONLY public.evidence_edges
     ADD CONSTRAINT evidence_edges_pkey PRIMARY KEY (derived_id, premise_id);
+
+--
+-- Name: fusion_estimates fusion_estimates_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.fusion_estimates
+    ADD CONSTRAINT fusion_estimates_pkey PRIMARY KEY (scope_key, refit_id);
+
+--
+-- Name: fusion_refits fusion_refits_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.fusion_refits
+    ADD CONSTRAINT fusion_refits_pkey PRIMARY KEY (id);
 
 --
 -- Name: identities identities_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1149,6 +1225,12 @@ CREATE INDEX records_target_idx ON public.records USING btree (target_id);
 CREATE INDEX search_log_at_idx ON public.search_log USING btree (at);
 
 --
+-- Name: search_log_observations_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX search_log_observations_idx ON public.search_log USING btree (public.hm_scope_key(scopes), id) WHERE (clarity_log_ratio IS NOT NULL);
+
+--
 -- Name: evidence_edges evidence_edges_no_cycle; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1259,6 +1341,13 @@ ALTER TABLE ONLY public.constraints
     ADD CONSTRAINT constraints_repo_fkey FOREIGN KEY (repo) REFERENCES public.structure_maps(repo) ON DELETE CASCADE;
 
 --
+-- Name: fusion_estimates fusion_estimates_refit_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.fusion_estimates
+    ADD CONSTRAINT fusion_estimates_refit_id_fkey FOREIGN KEY (refit_id) REFERENCES public.fusion_refits(id);
+
+--
 -- Name: memory_entities memory_entities_entity_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1295,6 +1384,20 @@ CREATE POLICY evidence_edges_write ON public.evidence_edges TO hm_service USING 
   WHERE ((m.id = evidence_edges.derived_id) AND (m.scope ~~ ANY (( SELECT public.hm_grant_patterns('write'::text) AS hm_grant_patterns)::text[])))))) WITH CHECK ((EXISTS ( SELECT 1
    FROM public.memories m
   WHERE ((m.id = evidence_edges.derived_id) AND (m.scope ~~ ANY (( SELECT public.hm_grant_patterns('write'::text) AS hm_grant_patterns)::text[]))))));
+
+--
+-- Name: fusion_estimates; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.fusion_estimates ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: fusion_estimates fusion_estimates_read; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY fusion_estimates_read ON public.fusion_estimates FOR SELECT TO hm_service USING ((NOT (EXISTS ( SELECT 1
+   FROM unnest(fusion_estimates.scopes) s(s)
+  WHERE (NOT (s.s ~~ ANY (( SELECT public.hm_grant_patterns('read'::text) AS hm_grant_patterns)::text[])))))));
 
 --
 -- Name: identities; Type: ROW SECURITY; Schema: public; Owner: -
@@ -1513,6 +1616,12 @@ GRANT ALL ON SEQUENCE public.entities_id_seq TO hm_service;
 --
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.evidence_edges TO hm_service;
+
+--
+-- Name: TABLE fusion_estimates; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.fusion_estimates TO hm_service;
 
 --
 -- Name: TABLE identities; Type: ACL; Schema: public; Owner: -

@@ -302,6 +302,10 @@ class CurationSettings(EmbedderClientSettings):
     consolidation_daily_hours: Annotated[float, Field(ge=0, le=8760)] = 24.0
     consolidation_weekly_hours: Annotated[float, Field(ge=0, le=8760)] = 168.0
     consolidation_monthly_hours: Annotated[float, Field(ge=0, le=8760)] = 720.0
+    # Adaptive fusion's refit (services/curation/fusion_refits.py): every this many hours, counted
+    # from the last refit, each scope key searched since gets a new estimate from its recent
+    # searches; between refits ranking does not move. 0 = only after imports and on demand.
+    fusion_refit_hours: Annotated[float, Field(ge=0, le=8760)] = 24.0
     # Episodes younger than this are left to settle before the weekly job clusters them.
     consolidation_min_age_days: Annotated[float, Field(ge=0, le=3650)] = 7.0
     # Two episodes cluster when they share an entity and their cosine reaches this (or reach

@@ -3,6 +3,7 @@ runs are commands whose tables live in docs/EVAL.md and docs/PERFORMANCE.md)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -34,12 +35,17 @@ def test_locomo_evidence_ids_are_normalised() -> None:
     assert sum(len(c.questions) for c in corpora) >= 1500  # categories 1-4 with resolvable evidence
 
 
-async def test_locomo_eval_on_one_conversation(pg_server_url: str, tmp_path: Path) -> None:
+async def test_locomo_eval_on_one_conversation(
+    pg_server_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     results = await evaluate(
-        "locomo", ["weighted", "rrf"], DATA, pg_server_url, work_dir=tmp_path, max_corpora=1
+        "locomo", ["weighted", "rrf", "adaptive"], DATA, pg_server_url, work_dir=tmp_path, max_corpora=1
     )
     table = format_table("locomo", results)
-    assert "| weighted |" in table and "| rrf |" in table
+    assert "| weighted |" in table and "| rrf |" in table and "| adaptive |" in table
+    # The measured passes follow a calibration pass and one refit of the conversation's scope, as
+    # a store in use is refit from its logged searches.
+    assert re.search(r"calibrated in [0-9.]+ s: refit \d+ fit 1 scopes", capsys.readouterr().err)
     weighted = results[0]
     assert weighted.questions > 100
     # Far above chance (10 of ~400 turns); the full-set figures are in docs/EVAL.md.
@@ -48,16 +54,17 @@ async def test_locomo_eval_on_one_conversation(pg_server_url: str, tmp_path: Pat
 
 
 async def test_abstention_eval_on_one_conversation(
-    pg_server_url: str, monkeypatch: pytest.MonkeyPatch
+    pg_server_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """One LoCoMo conversation asked SciFact's claims (off-topic) and its own single-hop questions,
-    through curation's Ask, with abstention off and at the default floor, one at a time (so both
-    settings see the same rankings)."""
+    through curation's Ask, with abstention off and at the default floor, after a calibration pass
+    and one refit (so both settings see the same rankings, 8 questions in flight)."""
     # A lexical-only search has no similarity to judge: on a loaded machine the 300 ms default
     # deadline would make the floor abstain for the embedder's sake (the eval reports such searches).
     monkeypatch.setenv("HM_EMBED_TIMEOUT_MS", "10000")
     results = await evaluate_abstention("locomo", [OFF, "0.3"], DATA, pg_server_url, max_corpora=1)
     table = format_abstention(results)
+    assert re.search(r"calibrated in [0-9.]+ s: refit \d+ fit 1 scopes", capsys.readouterr().err)
     assert [r.lexical_only for r in results] == [0, 0], table
     assert "| abstention off | locomo conv 1-5 (calibration) |" in table and "| floor 0.3 |" in table
     off, floor = (r.groups["locomo conv 1-5 (calibration)"] for r in results)

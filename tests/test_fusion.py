@@ -1,6 +1,7 @@
 """Adaptive fusion: the leg weights stay in [0, 1] and sum to 1 whatever the score distributions,
-long queries are read in part by each leg, and odd queries (5,000 characters, one rare token, stop
-words only) get a sane answer through the real service (REST search)."""
+a scope's estimate is a function of its observations alone, long queries are read in part by each
+leg, and odd queries (5,000 characters, one rare token, stop words only) get a sane answer through
+the real service (REST search). Refits and the estimate's life in Postgres: test_fusion_refits.py."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import uuid
 import httpx
 import pytest
 
+from hypermnesia import fusion_estimate
 from hypermnesia.validation import MAX_QUERY_CHARS
 from services.retrieval import fusion
 from services.retrieval.scoring import Candidate, Weights, fuse
@@ -46,20 +48,18 @@ def test_adaptive_weights_stay_in_bounds_and_sum_to_one() -> None:
             agreement=rng.random() < 0.5,
             long_terms=rng.choice((1, 16, 32)),
             scope_share=rng.choice((0.0, 0.5, 1.0)),
-            scope_prior_count=rng.choice((0.0, 4.0, 16.0)),
             upward=rng.random() < 0.5,
             dense_scaled=rng.random() < 0.5,
         )
         for _ in range(30)
     ]
-    evidence = fusion.ScopeEvidence()
     for trial in range(3000):
         n = rng.randint(0, 120)
         sims = [min(1.0, s) for s in _distribution(rng, n)]
         bm25s = _distribution(rng, n)
         p = settings[trial % len(settings)]
-        scope = (evidence, (f"s{trial % 3}",)) if trial % 2 else None
-        legs = fusion.leg_weights(sims, bm25s, rng.randint(0, 400), rng.random() < 0.9, p, scope)
+        estimate = rng.uniform(-fusion.LOG_RATIO_MAX, fusion.LOG_RATIO_MAX) if trial % 2 else 0.0
+        legs = fusion.leg_weights(sims, bm25s, rng.randint(0, 400), rng.random() < 0.9, p, estimate)
         assert 0.0 <= legs.dense <= 1.0 and 0.0 <= legs.lexical <= 1.0, (legs, p)
         assert legs.dense + legs.lexical == pytest.approx(1.0), (legs, p)
         assert 0.0 <= legs.agreement <= 1.0
@@ -73,77 +73,79 @@ def test_a_leg_with_nothing_to_say_gets_no_weight_and_the_prior_holds_without_ev
 
 
 def test_the_clearer_leg_gets_more_weight_when_the_legs_disagree() -> None:
+    """Read per query (scope_share 0: the query's own ratio alone; the default reads the scope's
+    estimate instead, below)."""
+    per_query = fusion.AdaptiveParams(scope_share=0.0)
     # One memory stands out lexically (a rare name), dense sees a flat field; the top 10 differ.
     sims = [0.50 - 0.001 * i for i in range(50)]
     bm25s = [0.0] * 40 + [1.0] * 9 + [12.0]
-    upward = fusion.AdaptiveParams(upward=True)
+    upward = fusion.AdaptiveParams(scope_share=0.0, upward=True)
     assert fusion.leg_weights(sims, bm25s, 4, True, upward).lexical > fusion.DEFAULT.prior
     # By default clarity only lowers the lexical weight: on raw cosine its prior already leads.
-    assert fusion.leg_weights(sims, bm25s, 4, True).lexical == pytest.approx(fusion.DEFAULT.prior)
+    assert fusion.leg_weights(sims, bm25s, 4, True, per_query).lexical == pytest.approx(fusion.DEFAULT.prior)
     # The mirror: dense stands out, the lexical leg is flat.
     sims = [0.9] + [0.3] * 49
     bm25s = [0.0] * 25 + [1.0] * 25
-    dense_clear = fusion.leg_weights(sims, bm25s, 4, True)
+    dense_clear = fusion.leg_weights(sims, bm25s, 4, True, per_query)
     assert dense_clear.lexical < fusion.DEFAULT.prior
+    assert fusion.lexical_share(fusion.observe(sims, bm25s, 4, True) or 0.0) == pytest.approx(
+        dense_clear.lexical
+    )
 
 
-def test_a_scope_learns_which_leg_is_clearer_and_stays_bounded() -> None:
-    """A store where dense stands out query after query moves its lexical weight down; one where
-    BM25 does keeps the prior (clarity only lowers it by default)."""
-    evidence = fusion.ScopeEvidence()
-    dense_store, lexical_store = ("notes",), ("chat",)
+def test_a_scope_fit_from_its_observations_weighs_the_clearer_leg() -> None:
+    """A store where dense stands out query after query gets an estimate that moves its lexical
+    weight down; one where BM25 does keeps the prior (clarity only lowers it by default). A
+    query's own evidence only counts through the estimate it was fit into."""
     sims_clear = [0.9] + [0.3] * 49
     bm25_flat = [1.0] * 50
     sims_flat = [0.5 - 0.0001 * i for i in range(50)]
     bm25_clear = [0.0] * 40 + [1.0] * 9 + [12.0]
-    for _ in range(50):
-        dense_legs = fusion.leg_weights(sims_clear, bm25_flat, 4, True, scope=(evidence, dense_store))
-        lexical_legs = fusion.leg_weights(sims_flat, bm25_clear, 4, True, scope=(evidence, lexical_store))
-    assert dense_legs.lexical < 0.05
-    assert lexical_legs.lexical == pytest.approx(fusion.DEFAULT.prior)
-    assert evidence.get(dense_store) == pytest.approx(-fusion.LOG_RATIO_MAX)
-    bounded = fusion.ScopeEvidence(max_entries=2)
-    for n in range(10):
-        bounded.update((f"scope{n}",), 0.5)
-    assert len(bounded._mean) <= 2
+    dense_seen = [fusion.observe(sims_clear, bm25_flat, 4, True) for _ in range(50)]
+    lexical_seen = [fusion.observe(sims_flat, bm25_clear, 4, True) for _ in range(50)]
+    assert dense_seen[0] == pytest.approx(-fusion.LOG_RATIO_MAX)
+    assert lexical_seen[0] is not None and lexical_seen[0] > 0
+    dense_store = fusion_estimate.fit([r for r in dense_seen if r is not None])
+    lexical_store = fusion_estimate.fit([r for r in lexical_seen if r is not None])
+    assert dense_store.observations == 50 and dense_store.mean == pytest.approx(-fusion.LOG_RATIO_MAX)
+    assert fusion.leg_weights(sims_clear, bm25_flat, 4, True, estimate=dense_store.value).lexical < 0.05
+    kept = fusion.leg_weights(sims_flat, bm25_clear, 4, True, estimate=lexical_store.value)
+    assert kept.lexical == pytest.approx(fusion.DEFAULT.prior)
+    # With no estimate (before any refit) the weights are the prior's, whatever this query shows.
+    assert fusion.leg_weights(sims_clear, bm25_flat, 4, True).lexical == pytest.approx(fusion.DEFAULT.prior)
+    # A leg that said nothing tells nothing of the store.
+    assert fusion.observe(sims_clear, [0.0] * 50, 4, True) is None
+    assert fusion.observe(sims_clear, bm25_flat, 4, False) is None
 
 
-def test_a_warm_up_takes_the_plain_mean_whatever_the_order() -> None:
-    """Searches run at once reach the scope in an order that is chance. Over its warm-up the
-    scope's estimate is the plain mean of what it has seen, whatever the order; a running mean
-    seeded with the first query (warm_up=1, the default, shrunk by scope_prior_count) is not. Past
-    the warm-up it follows at its rate."""
+def test_an_estimate_is_a_function_of_its_window_and_a_warm_up_takes_the_plain_mean() -> None:
+    """Over its warm-up the estimate is the plain mean of what it has seen, whatever the order; a
+    running mean seeded with the first observation (warm_up=1) is not. Past the warm-up it
+    follows at its rate; only the last `window` observations count."""
     ratios = [-3.0, 1.0, -2.0, 0.5, -1.5, -2.5, 0.0, -0.5]
-    key = ("notes",)
-
-    def last_estimate(order: list[float], warm_up: int) -> float:
-        evidence = fusion.ScopeEvidence(warm_up=warm_up)
-        return [evidence.update(key, r) for r in order][-1]
-
+    plain = fusion_estimate.EstimateParams(warm_up=len(ratios), prior_count=0.0)
     orders = [ratios, ratios[::-1], sorted(ratios)]
-    plain = [last_estimate(order, len(ratios)) for order in orders]
-    assert plain == pytest.approx([sum(ratios) / len(ratios)] * 3)
-    seeded = [last_estimate(order, 1) for order in orders]
+    assert [fusion_estimate.fit(o, plain).value for o in orders] == pytest.approx([sum(ratios) / 8] * 3)
+    seeded_params = fusion_estimate.EstimateParams(warm_up=1, prior_count=0.0)
+    seeded = [fusion_estimate.fit(o, seeded_params).value for o in orders]
     assert max(seeded) - min(seeded) > 1.0
-    evidence = fusion.ScopeEvidence(rate=0.05, warm_up=20)
-    for _ in range(20):
-        evidence.update(key, -3.0)
-    assert evidence.count(key) == 20
-    assert evidence.update(key, 1.0) == pytest.approx(-3.0 + 0.05 * 4.0)
+    following = fusion_estimate.EstimateParams(rate=0.05, warm_up=20, prior_count=0.0)
+    assert fusion_estimate.fit([-3.0] * 20 + [1.0], following).value == pytest.approx(-3.0 + 0.05 * 4.0)
+    windowed = fusion_estimate.EstimateParams(window=3, warm_up=3, prior_count=0.0)
+    assert fusion_estimate.fit([9.0, 9.0, -1.0, -2.0, -3.0], windowed).value == pytest.approx(-2.0)
+    assert fusion_estimate.fit([]) == fusion_estimate.Estimate(0.0, 0.0, 0)
 
 
 def test_a_new_scope_leans_toward_the_prior_until_it_has_seen_enough_queries() -> None:
+    shrunk = fusion_estimate.EstimateParams(prior_count=4.0)
+    first = fusion_estimate.fit([-2.0], shrunk)
+    assert first.mean == pytest.approx(-2.0) and first.value == pytest.approx(-2.0 / 5)
+    later = fusion_estimate.fit([-2.0] * 60, shrunk)
+    assert later.value == pytest.approx(-2.0 * 60 / 64)
     sims = [0.9] + [0.3] * 49  # dense stands out
     bm25s = [0.0] * 25 + [1.0] * 25  # the lexical leg is flat
-    shrunk = fusion.AdaptiveParams(scope_prior_count=4.0)
-    evidence, key = fusion.ScopeEvidence(), ("notes",)
-    first = fusion.leg_weights(sims, bm25s, 4, True, shrunk, (evidence, key))
-    unshrunk_params = fusion.AdaptiveParams(scope_prior_count=0.0)
-    unshrunk = fusion.leg_weights(sims, bm25s, 4, True, unshrunk_params, (fusion.ScopeEvidence(), key))
-    assert unshrunk.lexical < first.lexical < fusion.DEFAULT.prior
-    for _ in range(60):
-        later = fusion.leg_weights(sims, bm25s, 4, True, shrunk, (evidence, key))
-    assert later.lexical < first.lexical
+    weight = [fusion.leg_weights(sims, bm25s, 4, True, estimate=e.value).lexical for e in (first, later)]
+    assert weight[1] < weight[0] < fusion.DEFAULT.prior
 
 
 def test_fuse_modes_give_single_legs_and_adaptive_mixes() -> None:

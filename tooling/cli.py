@@ -115,6 +115,7 @@ COMMAND_MODULES = (
     "tooling.commands.admin",
     "tooling.commands.tokens",
     "tooling.commands.intelligence",
+    "tooling.commands.fusion",
     "tooling.hooks",
     "tooling.connect",
 )

@@ -261,6 +261,7 @@ class ImportReport:
     skipped: int = 0
     bad_lines: list[str] = field(default_factory=list)
     dry_run: bool = False
+    scopes: set[str] = field(default_factory=set)  # of the memories imported
 
     def summary(self) -> str:
         if self.dry_run:
@@ -356,6 +357,7 @@ async def import_dump(
                 [(f["id"], f["scope"], f["description"], f["content"], f["created_at"]) for f, _ in keep],
             )
         report.imported += len(keep)
+        report.scopes.update(f["scope"] for f, _ in keep)
         report.skipped += len(pending) - len(keep)
         if progress is not None:
             progress.update(len(pending))

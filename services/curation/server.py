@@ -18,6 +18,7 @@ from hypermnesia.settings import CurationSettings
 from hypermnesia.v1 import curation_pb2, curation_pb2_grpc
 from services.curation import (
     checkpoints,
+    fusion_refits,
     intelligence_servicer,
     provenance_servicer,
     structure_load,
@@ -125,6 +126,12 @@ def _start_background(
         )
     if settings.forget_sweep_hours > 0:
         background.append(asyncio.create_task(curation.forgetter.run_sweeps(settings.forget_sweep_hours)))
+    if settings.fusion_refit_hours > 0:
+        background.append(
+            asyncio.create_task(
+                fusion_refits.run_schedule(pool, settings.fusion_refit_hours), name="fusion-refits"
+            )
+        )
     if settings.scope_graph_rows > 0:
         background.append(asyncio.create_task(scope_graphs.maintain(pool, settings.scope_graph_rows)))
     if settings.viz_refresh_s > 0:

@@ -15,7 +15,7 @@ from hypermnesia.memory_rows import memory_from_row
 from hypermnesia.scopes import permits, require
 from hypermnesia.v1 import common_pb2, curation_pb2, curation_pb2_grpc
 from hypermnesia.wal import report_commit
-from services.curation import records_repo, repo, tasks
+from services.curation import fusion_refits, records_repo, repo, tasks
 from services.curation.ingest import Ingester
 from services.curation.lifecycle import ForgetInput, Forgetter
 from services.curation.messages import record_spec, record_view
@@ -116,6 +116,8 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
         result = await self.c.importer.import_records(
             request.caller.principal, _grants(request.caller), specs
         )
+        if result.imported:  # an import is one of adaptive fusion's refit moments
+            await fusion_refits.after_import(self.writer.pool, [s.scope for s in specs])
         await self._committed(context)
         return curation_pb2.ImportRecordsResponse(
             imported=result.imported, skipped=result.skipped, ids=result.ids

@@ -1,13 +1,16 @@
 """Adaptive fusion: each leg's weight follows evidence of how informative it is for this store
 and query, and what each leg reads of a long query (docs/EVAL.md, "Adaptive fusion").
 
-The evidence comes from the candidate pool the one SQL round trip already returned (each
-candidate's cosine and BM25); nothing is looked up again:
+The evidence comes from the candidate pool the one SQL round trip already returns (each
+candidate's cosine and BM25) and the searched scopes' stored estimate, which comes back in that
+same round trip; nothing is looked up again:
 - clarity of each leg: how far its best candidate stands above the leg's own list, in that
   list's standard deviations (the top-score gap, scale-free);
-- the log ratio of the two clarities, read as a running mean over the searched scopes' recent
-  queries (ScopeEvidence): one query's clarities hardly tell which leg will win it, a store's
-  tell what kind of store it is;
+- the log ratio of the two clarities: each search observes its own (`observe`, kept in
+  search_log), and the weights follow the searched scopes' estimate, fit from their recent
+  observations at explicit refits (hypermnesia/fusion_estimate.py) and read from Postgres in the
+  candidates' round trip: one query's clarities hardly tell which leg will win it, a store's tell
+  what kind of store it is, and a search never changes what the next one reads;
 - measured and off by default: the peak of the top 10 (1 - normalised entropy), the legs' top-10
   agreement, damping the lexical clarity of long queries, min-max scaled cosine.
 
@@ -37,7 +40,7 @@ class AdaptiveParams:
     the signals off by default were measured and did not help there."""
 
     prior: float = 0.4  # lexical share with no evidence either way: `weighted`'s 0.4
-    gamma: float = 12.0  # how far the clarities' log ratio moves the weights (0: the fixed prior)
+    gamma: float = 8.0  # how far the clarities' log ratio moves the weights (0: the fixed prior)
     clarity: str = "gap"  # gap | peak | both: which distribution signal measures a leg's clarity
     agreement: bool = False  # pull toward the prior as far as the legs' top 10 agree
     long_terms: int = 10_000  # distinct content words past which the lexical clarity is scaled down
@@ -45,12 +48,9 @@ class AdaptiveParams:
     # Cosine min-max scaled over the dense leg's own list, as BM25 is divided by its best: raw
     # cosines of the top 50 span ~0.1 where BM25 / max spans 0-1.
     dense_scaled: bool = False
-    # How much the scope's running evidence (ScopeEvidence) counts against this query's own: one
+    # How much the searched scopes' stored estimate counts against this query's own ratio: one
     # query's clarities hardly tell which leg will win it, a store's tell which kind it is.
     scope_share: float = 1.0
-    # Pseudo-observations of "no evidence" (ratio 0) in the scope's estimate: its first searches
-    # lean toward the prior until the scope has seen this many queries.
-    scope_prior_count: float = 4.0
     # Whether clarity may raise the lexical weight above the prior or only lower it: on raw cosine
     # the prior's 0.4 already lets BM25 order most candidates.
     upward: bool = False
@@ -134,43 +134,6 @@ def content_terms(query: str) -> int:
     return len({w for w in _WORD.findall(query.lower()) if w not in STOPWORDS})
 
 
-class ScopeEvidence:
-    """Per searched scope(s), an estimate of the log ratio of the legs' clarities over its queries:
-    what kind of store this is (names and rare tokens in short turns favour the lexical leg;
-    paraphrase favours dense). One query's clarities are noisy; a store's are steady. In memory, per
-    process, bounded; a restart starts again from the prior.
-
-    A running mean at `rate` that follows the store as it changes, seeded by the scope's first
-    observation (`warm_up=1`, the default) and shrunk toward the prior over the scope's first
-    queries by AdaptiveParams.scope_prior_count, which damps that first query's noise. `warm_up=N`
-    instead takes the plain mean of the first N observations, which does not depend on their order;
-    leave-one-dataset-out preferred the seeded, shrunk mean (docs/EVAL.md, tooling/evaluation/tune.py)."""
-
-    def __init__(self, rate: float = 0.05, max_entries: int = 4096, warm_up: int = 1) -> None:
-        self.rate = rate
-        self.max_entries = max_entries
-        self.warm_up = warm_up
-        self._mean: dict[tuple[str, ...], tuple[float, int]] = {}
-
-    def get(self, key: tuple[str, ...]) -> float | None:
-        found = self._mean.get(key)
-        return None if found is None else found[0]
-
-    def count(self, key: tuple[str, ...]) -> int:
-        return self._mean.get(key, (0.0, 0))[1]
-
-    def update(self, key: tuple[str, ...], value: float) -> float:
-        """Add one observation; returns the scope's estimate including it."""
-        old, n = self._mean.get(key, (0.0, 0))
-        if n == 0 and len(self._mean) >= self.max_entries:
-            self._mean.clear()
-        n += 1
-        rate = 1.0 / n if n <= self.warm_up else self.rate
-        mean = old + rate * (value - old)
-        self._mean[key] = (mean, n)
-        return mean
-
-
 LOG_RATIO_MAX = 3.0  # |log(c_lex / c_dense)| counted up to this
 
 
@@ -184,39 +147,59 @@ def log_ratio(c_lex: float, c_dense: float) -> float:
     return max(-LOG_RATIO_MAX, min(LOG_RATIO_MAX, math.log(c_lex / c_dense)))
 
 
+def _clarities(
+    similarities: Sequence[float], bm25s: Sequence[float], query_terms: int, p: AdaptiveParams
+) -> tuple[float, float, float]:
+    """(dense clarity, lexical clarity, the long-query factor applied to the lexical one)."""
+    c_dense = clarity(own_pool(similarities), p)
+    length = min(1.0, p.long_terms / query_terms) if query_terms > p.long_terms else 1.0
+    matched = own_pool(bm25s)
+    # One memory alone holds any query term: the lexical leg could not be clearer.
+    c_lex = (1.0 if len(matched) == 1 else clarity(matched, p)) * length
+    return c_dense, c_lex, length
+
+
+def observe(
+    similarities: Sequence[float],
+    bm25s: Sequence[float],
+    query_terms: int,
+    have_vectors: bool,
+    p: AdaptiveParams = DEFAULT,
+) -> float | None:
+    """This query's evidence for its scopes' estimate: the log ratio of the legs' clarities; None
+    when one leg said nothing (no vector, or no lexical match), which tells nothing of the store."""
+    if not have_vectors or not any(b > 0 for b in bm25s):
+        return None
+    c_dense, c_lex, _length = _clarities(similarities, bm25s, query_terms, p)
+    return log_ratio(c_lex, c_dense)
+
+
+def lexical_share(ratio: float, p: AdaptiveParams = DEFAULT) -> float:
+    """The lexical weight for a log ratio of the clarities: prior * r^g / (prior * r^g + 1 - prior)
+    with r the clarities' ratio, a share of two non-negative numbers, so within [0, 1]; the prior
+    itself when the legs are equally clear (and for any ratio above 0 unless `p.upward`)."""
+    if not p.upward:
+        ratio = min(ratio, 0.0)
+    a = p.prior * math.exp(p.gamma * ratio)
+    return a / (a + 1.0 - p.prior)
+
+
 def leg_weights(
     similarities: Sequence[float],
     bm25s: Sequence[float],
     query_terms: int,
     have_vectors: bool,
     p: AdaptiveParams = DEFAULT,
-    scope: tuple[ScopeEvidence, tuple[str, ...]] | None = None,
+    estimate: float = 0.0,
 ) -> LegWeights:
-    """The dense and lexical weights for one query (each in [0, 1], summing to 1). `scope`: the
-    running evidence of the searched scopes, read and then updated with this query's."""
+    """The dense and lexical weights for one query (each in [0, 1], summing to 1). `estimate`: the
+    searched scopes' stored estimate of the clarities' log ratio (0, no evidence, before any refit)."""
     if not have_vectors:
         return LegWeights(dense=0.0, lexical=1.0)
     if not any(b > 0 for b in bm25s):  # raw cosine: the order is the dense leg's either way
         return LegWeights(dense=1.0, lexical=0.0)
-    c_dense = clarity(own_pool(similarities), p)
-    length = min(1.0, p.long_terms / query_terms) if query_terms > p.long_terms else 1.0
-    matched = own_pool(bm25s)
-    # One memory alone holds any query term: the lexical leg could not be clearer.
-    c_lex = (1.0 if len(matched) == 1 else clarity(matched, p)) * length
-    ratio = log_ratio(c_lex, c_dense)
-    if scope is not None:
-        evidence, key = scope
-        estimate = evidence.update(key, ratio)
-        # Shrunk toward no evidence (ratio 0, the prior) by how few queries the scope has seen.
-        n = evidence.count(key)
-        estimate *= n / (n + p.scope_prior_count)
-        ratio = p.scope_share * estimate + (1.0 - p.scope_share) * ratio
-    # prior * r^g / (prior * r^g + 1 - prior) with r the clarities' ratio: a share of two
-    # non-negative numbers, so within [0, 1]; the prior itself when the legs are equally clear.
-    if not p.upward:
-        ratio = min(ratio, 0.0)
-    a = p.prior * math.exp(p.gamma * ratio)
-    lexical = a / (a + 1.0 - p.prior)
+    c_dense, c_lex, length = _clarities(similarities, bm25s, query_terms, p)
+    lexical = lexical_share(p.scope_share * estimate + (1.0 - p.scope_share) * log_ratio(c_lex, c_dense), p)
     agreement = top_overlap(similarities, bm25s)
     if p.agreement:
         lexical = p.prior + (1.0 - agreement) * (lexical - p.prior)

@@ -136,11 +136,26 @@ _DERIVED = (
 )
 
 
-def hybrid_sql(where: str, flag_derived: bool = False) -> str:
+# Adaptive fusion's estimate for the searched scopes ($3), as the latest refit stored it
+# (migration 0029, hypermnesia/fusion_estimate.py); NULL before any. One probe of the primary key,
+# read in the same statement (and snapshot) as the candidates it weighs: nothing is cached in the
+# process, so every replica reading the same store reads the same estimate.
+_SCOPE_ESTIMATE = (
+    "(SELECT fe.estimate FROM fusion_estimates fe WHERE fe.scope_key = hm_scope_key($3::text[])"
+    " ORDER BY fe.refit_id DESC LIMIT 1) AS scope_estimate"
+)
+
+
+def hybrid_sql(where: str, flag_derived: bool = False, scope_estimate: bool = False) -> str:
     # $1 query, $2 stopwords, $3 scopes (for statistics), $4 k1, $5 [b, b for documents], $6 how many
     # index postings the selecting terms may have (NULL: no limit), $7 vector (NULL: lexical-only),
     # $8 the dense leg's ids (nearest first), $9 depth, $10 expansion (how many top candidates of
     # each leg get their neighbours added); filters from $11.
+    optional = "".join(
+        f", {column}"
+        for column, wanted in ((_DERIVED, flag_derived), (_SCOPE_ESTIMATE, scope_estimate))
+        if wanted
+    )
     return f"""
 WITH {_LEXICAL_PRELUDE},{_SLOTS},
 dense AS (
@@ -170,7 +185,7 @@ SELECT {memory_columns("m")},
        {_neighbour("<")} AS prev_id,
        {_neighbour(">")} AS next_id,
        (SELECT count(*) FROM dense) AS dense_count,
-       (SELECT count(*) FROM lexical) AS lexical_count{", " + _DERIVED if flag_derived else ""}
+       (SELECT count(*) FROM lexical) AS lexical_count{optional}
 FROM pool p JOIN memories m ON m.id = p.id, tsq, slots s, {_FREQUENCIES}
 """
 
@@ -197,10 +212,18 @@ class CandidateQuery:
     ef_search: int
     # Select whether each candidate is a derived conclusion (the `derived` column).
     flag_derived: bool = False
+    # Select the searched scopes' stored fusion estimate (the `scope_estimate` column; adaptive).
+    scope_estimate: bool = False
 
     @classmethod
     def from_settings(
-        cls, settings: RetrievalSettings, query: str, prefilter: Prefilter, k: int, flag_derived: bool = False
+        cls,
+        settings: RetrievalSettings,
+        query: str,
+        prefilter: Prefilter,
+        k: int,
+        flag_derived: bool = False,
+        scope_estimate: bool = False,
     ) -> CandidateQuery:
         """The query the service runs for a search of k results (the benchmark reuses it)."""
         depth = max(settings.search_candidates, k)
@@ -216,6 +239,7 @@ class CandidateQuery:
             exact_rows=settings.search_exact_rows,
             ef_search=min(max(settings.hnsw_ef_search, depth), MAX_EF_SEARCH),
             flag_derived=flag_derived,
+            scope_estimate=scope_estimate,
         )
 
 
@@ -231,7 +255,7 @@ async def candidates(
     async with pool.acquire() as conn:
         dense_ids = [] if vector is None else await dense_leg(conn, q, vector, sizes or ScopeSizes(ttl_s=0))
         return await conn.fetch(
-            hybrid_sql(where, q.flag_derived),
+            hybrid_sql(where, q.flag_derived, q.scope_estimate),
             *params,
             vector,
             dense_ids,
@@ -407,6 +431,8 @@ LOG_COLUMNS = (
     "latency_ms",
     "stage_ms",
     "degraded",
+    # Adaptive fusion's observation (fusion.observe): read by refits only, never by a search.
+    "clarity_log_ratio",
 )
 _INSERT_LOG = (
     f"INSERT INTO search_log ({', '.join(LOG_COLUMNS)})"

@@ -5,7 +5,8 @@ Fusion modes (per request or HM_FUSION):
 - `weighted` (the weighted blend): 0.6 * cosine + 0.4 * BM25 / max BM25 of the candidates.
 - `boost` (the drop-in default of existing clients' servers): cosine + a bounded bonus for a lexical match that decays with lexical rank.
 - `rrf` (reciprocal rank fusion): sum over the legs of 1 / (60 + rank), scaled so first in every leg is 1.
-- `adaptive`: `weighted`'s form, leg weights from how clear each leg is, learned per scope (fusion.py).
+- `adaptive`: `weighted`'s form, leg weights from how clear each leg is, per the searched scopes'
+  stored estimate (fusion.py).
 - `dense`, `bm25`: one leg alone (cosine; BM25 / max BM25), the baselines the others must beat.
 Context: a conversation turn is read with its neighbours, so a turn whose neighbour answers the
 query, or whose thread is about it, rises (a memory with no thread is its own context).
@@ -90,10 +91,11 @@ def fuse(
     have_vectors: bool,
     query_terms: int = 0,
     adaptive: fusion.AdaptiveParams = fusion.DEFAULT,
-    scope: tuple[fusion.ScopeEvidence, tuple[str, ...]] | None = None,
+    estimate: float = 0.0,
 ) -> fusion.LegWeights | None:
     """Set each candidate's relevance according to the fusion mode; `adaptive` returns the leg
-    weights it chose (`query_terms`: the query's distinct content words)."""
+    weights it chose (`query_terms`: the query's distinct content words; `estimate`: the searched
+    scopes' stored estimate, hypermnesia/fusion_estimate.py)."""
     assign_ranks(candidates, have_vectors)
     top = max((c.bm25 for c in candidates), default=0.0) or 1.0
     if mode == "adaptive":
@@ -103,7 +105,7 @@ def fuse(
             query_terms,
             have_vectors,
             adaptive,
-            scope,
+            estimate,
         )
         for c in candidates:
             c.relevance = (

@@ -89,6 +89,8 @@ class SearchOutput:
     depth: str = recall_depth.DERIVED  # the fixed policy used (auto names the one it picked)
     depth_reason: str = recall_depth.REQUESTED
     evidence: list[Evidence] = field(default_factory=list)
+    # Adaptive fusion's evidence from this search (fusion.observe), for search_log; None: none.
+    observation: float | None = None
 
 
 def lift_scores(hits: list[Candidate]) -> None:
@@ -102,6 +104,10 @@ def lift_scores(hits: list[Candidate]) -> None:
     if lift > 0:
         for c in hits:
             c.score += lift
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 class Searcher:
@@ -134,7 +140,6 @@ class Searcher:
         }
         self.bookkeeper = Bookkeeper(pool)
         self.scope_sizes = repo.ScopeSizes()
-        self.scope_evidence = fusion_signals.ScopeEvidence()  # what adaptive fusion learns per scope
 
     def _validate(self, q: SearchInput) -> tuple[str, str, str]:
         validation.check_query(q.query)
@@ -186,10 +191,12 @@ class Searcher:
         stages: dict[str, float],
         *,
         pool: asyncpg.Pool | None = None,
+        scope_estimate: bool = False,
     ) -> tuple[list, list[Candidate], bool]:
         """The query embedding and the one candidate round trip: (rows, candidates, whether the
         dense leg ran). A long query is read in part by each leg (fusion.dense_text, lexical_text).
-        `pool` is where it reads (a read replica's; default the primary's)."""
+        `pool` is where it reads (a read replica's; default the primary's); `scope_estimate` also
+        reads the searched scopes' stored fusion estimate (each row's `scope_estimate`)."""
         started = time.perf_counter()
         vector = await self._embed_query(fusion_signals.dense_text(q.query), degraded)
         stages["embed_ms"] = (time.perf_counter() - started) * 1000
@@ -214,6 +221,7 @@ class Searcher:
             q.k,
             # Only auto decides from which hits are derived; the default adds nothing to the query.
             flag_derived=depth == recall_depth.AUTO,
+            scope_estimate=scope_estimate,
         )
         rows = await repo.candidates(pool or self.pool, cq, vector, self.scope_sizes)
         stages["candidates_ms"] = (time.perf_counter() - t) * 1000
@@ -245,16 +253,21 @@ class Searcher:
         # The SQL waits for the vector. Running the lexical leg during the embedding was tried and
         # measured 3-4 ms slower on 2 cores: its Postgres work slowed onnxruntime by more than it
         # saved (docs/PERFORMANCE.md, Search, "tried, not kept").
-        rows, candidates, have_vectors = await self.gather(q, depth, degraded, stages, pool=pool)
-        t = time.perf_counter()
-        fuse(
-            candidates,
-            fusion,
-            weights,
-            have_vectors,
-            query_terms=fusion_signals.content_terms(q.query),
-            scope=(self.scope_evidence, tuple(sorted(q.scopes))),
+        rows, candidates, have_vectors = await self.gather(
+            q, depth, degraded, stages, pool=pool, scope_estimate=fusion == "adaptive"
         )
+        t = time.perf_counter()
+        query_terms = fusion_signals.content_terms(q.query)
+        # Adaptive fusion reads what the last refit stored for these scopes (0 before any: the
+        # prior) and never changes it; this search's own evidence only goes to search_log, for
+        # the next refit (hypermnesia/fusion_estimate.py).
+        estimate = rows[0]["scope_estimate"] if rows and fusion == "adaptive" else None
+        fuse(candidates, fusion, weights, have_vectors, query_terms, estimate=estimate or 0.0)
+        observation = None
+        if self.settings.search_log_enabled:
+            observation = fusion_signals.observe(
+                [c.similarity for c in candidates], [c.bm25 for c in candidates], query_terms, have_vectors
+            )
         add_context(candidates, weights)
         stages["score_ms"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
@@ -301,6 +314,7 @@ class Searcher:
             depth=policy,
             depth_reason=reason,
             evidence=evidence,
+            observation=observation,
         )
         self._after_search(q, out, log=log)
         return out
@@ -374,7 +388,8 @@ class Searcher:
 
     def log_searches(self, q: SearchInput, outs: list[SearchOutput], total_ms: float) -> None:
         """One search_log row for several searches made for one question (their hits and
-        candidates together, k their ks summed), run with `log=False`; access bumps were made."""
+        candidates together, k their ks summed, the mean of their observations), run with
+        `log=False`; access bumps were made."""
         hits = sorted((c for out in outs for c in out.hits), key=lambda c: c.score, reverse=True)
         stages: dict[str, float] = {}
         for out in outs:
@@ -388,6 +403,7 @@ class Searcher:
             candidates=sum(out.candidates for out in outs),
             stages=stages,
             k=sum(out.k for out in outs),
+            observation=_mean([out.observation for out in outs if out.observation is not None]),
         )
         row = self._log_row(replace(q, k=merged.k), merged)
         if row:
@@ -409,6 +425,7 @@ class Searcher:
             "latency_ms": out.stages["total_ms"],
             "stage_ms": json.dumps(out.stages),
             "degraded": out.degraded,
+            "clarity_log_ratio": out.observation,
         }
 
     async def drain(self) -> None:

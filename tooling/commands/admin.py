@@ -199,7 +199,7 @@ def cmd_export(args: argparse.Namespace) -> None:
 def cmd_import(args: argparse.Namespace) -> None:
     from itertools import chain
 
-    from services.curation import admin
+    from services.curation import admin, fusion_refits
     from tooling import moving_in
     from tooling.encoder import LocalEncoder
 
@@ -232,7 +232,7 @@ def cmd_import(args: argparse.Namespace) -> None:
                         lines = (_rescoped(line, args.scope) for line in lines)
                 try:
                     with _bar(None, "mem", "import (dry run)" if args.dry_run else "import") as bar:
-                        return await admin.import_dump(
+                        report = await admin.import_dump(
                             pool,
                             encoder,
                             chain(lines),
@@ -240,6 +240,9 @@ def cmd_import(args: argparse.Namespace) -> None:
                             bar,
                             dry_run=args.dry_run,
                         )
+                    if report.imported and not args.dry_run:  # one of adaptive fusion's refit moments
+                        await fusion_refits.after_import(pool, report.scopes)
+                    return report
                 finally:
                     if handle is not None and handle is not sys.stdin:
                         handle.close()

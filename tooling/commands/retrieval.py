@@ -101,7 +101,7 @@ def _eval_ask(args: argparse.Namespace, database_url: str | None) -> None:
             [OFF, *floors],
             Path(args.data_dir),
             database_url,
-            concurrency=args.concurrency or 1,
+            concurrency=args.concurrency or 8,
             max_corpora=args.corpora,
         )
     )
@@ -143,7 +143,7 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
         "--concurrency",
         type=int,
         default=None,
-        help="questions in flight (default 8; with --ask 1, so every setting sees the same rankings)",
+        help="questions in flight (default 8)",
     )
     ev.add_argument(
         "--corpora", type=int, default=None, help="only the first N stores (LoCoMo conversations)"

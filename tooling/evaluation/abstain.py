@@ -13,10 +13,10 @@ Per store, two question sets:
 The floor is chosen on LoCoMo's first CALIBRATION_STORES conversations; the other conversations
 and SciFact are held out.
 
-Questions are asked one at a time by default: adaptive fusion learns from every search of a scope,
-so with several in flight the order they land in, which is chance, changes rankings (a LoCoMo
-conversation's answerable count moved by up to 4 of 70 between runs at 8 at a time). One at a time,
-every setting sees the same order and the same rankings, and differs only in the Dialectic.
+As the fusion eval does (tooling/evaluation/run.py), the store is first calibrated as a store in
+use is: its own questions searched once, then one refit of adaptive fusion's estimates. Ranking is
+then a function of the store and the query, so the questions may be asked 8 at a time: every
+setting sees the same rankings whatever order they land in, and differs only in the Dialectic.
 
     hypermnesia eval --dataset locomo --ask [--floors 0.2,0.25,0.3]
     hypermnesia eval --dataset scifact --ask
@@ -39,7 +39,7 @@ from tqdm import tqdm
 from hypermnesia.settings import CurationSettings
 from hypermnesia.v1 import intelligence_pb2, intelligence_pb2_grpc
 from tooling.evaluation import datasets
-from tooling.evaluation.run import CALLER, Loaded, loaded
+from tooling.evaluation.run import CALLER, Loaded, calibrate, depth_for, loaded
 from tooling.local_stack import local_stack
 
 DATASETS = ("locomo", "scifact")
@@ -133,13 +133,14 @@ async def evaluate_abstention(
     settings: Sequence[str],
     data_dir: Path,
     database_url: str | None,
-    concurrency: int = 1,
+    concurrency: int = 8,
     max_corpora: int | None = None,
 ) -> list[SettingResult]:
     """For each setting ("off", or a floor such as "0.3"), the off-topic questions answered with a
     claim and the answerable ones citing their evidence, per group of stores."""
     results = []
     async with loaded(dataset, data_dir, database_url, max_corpora=max_corpora) as run:
+        await calibrate(run, depth_for(dataset), concurrency)
         all_stores = stores(run, data_dir)
         for setting in settings:
             overrides: dict[str, Any] = (

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from hypermnesia import fusion_estimate
 from hypermnesia.settings import RetrievalSettings
 from services.retrieval import fusion
 from services.retrieval.scoring import (
@@ -37,7 +38,7 @@ from services.retrieval.scoring import (
     fuse,
     penalise_duplicates,
 )
-from tooling.evaluation.tune import Pool, gather_pools
+from tooling.evaluation.tune import Pool, calibrate, fitted, gather_pools
 
 # What a search returns by default (memory_search k=10).
 K = 10
@@ -80,9 +81,10 @@ HEADER = (
 
 
 def scored(pools: list[Pool], weights: Weights, now: datetime) -> list[list[Candidate]]:
-    """Each question's candidates scored by the default fusion, context and blend. The fusion's
-    scope evidence runs once, in the eval's order, so every cutoff sees the same scores."""
-    evidence = fusion.ScopeEvidence()
+    """Each question's candidates scored by the default fusion, context and blend, adaptive at its
+    scope's refit estimate (calibrated on these pools, as a store in use is refit from its logged
+    searches), so every cutoff sees the same scores."""
+    estimates = fitted(calibrate(pools, fusion.DEFAULT), fusion_estimate.DEFAULT)
     out = []
     for pool in pools:
         cands = pool.candidates
@@ -95,7 +97,7 @@ def scored(pools: list[Pool], weights: Weights, now: datetime) -> list[list[Cand
             pool.have_vectors,
             pool.terms,
             fusion.DEFAULT,
-            (evidence, (str(id(pool.refs)),)),
+            estimates.get(id(pool.refs), 0.0),
         )
         add_context(cands, weights)
         blend(cands, weights, now)
