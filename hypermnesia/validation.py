@@ -1,7 +1,7 @@
 """Input limits and checks. The services enforce them (they are the validation authority: a
 check holds whoever calls); the gateway reads the limits to state them in its schemas.
 
-Every limit here is documented in the README's "Limits" table; change both together.
+Every limit here is documented in docs/TOOLS.md's "Limits" table; change both together.
 """
 
 from __future__ import annotations

@@ -139,7 +139,7 @@ def build_parser(*, areas: bool = True) -> argparse.ArgumentParser:
         help="run the whole stack on this machine (embedded Postgres if needed)",
         description="Run the whole stack on this machine: the embedded Postgres (unless "
         "HM_DATABASE_URL is set) and the embedder, curation, retrieval and gateway services, "
-        "supervised. Every setting is an HM_* environment variable (README.md, Settings).",
+        "supervised. Every setting is an HM_* environment variable (docs/SETTINGS.md).",
         epilog=UP_VARIABLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
