@@ -3,6 +3,7 @@ and registered tools, so it never drifts from how the server actually behaves.""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from gateway.auth import Session
@@ -70,52 +71,94 @@ def _profiles(tools: list[str]) -> str:
     )
 
 
-def _setup(gateway: GatewaySettings, session: Session) -> dict[str, Any]:
-    """How to connect, with this session's project where it has one: the project of a folder is
-    what `hypermnesia connect` records in its .mcp.json, and what its hooks and imports use."""
+def _setup(gateway: GatewaySettings, session: Session) -> str:
+    """How to connect, as Markdown an agent can write into a document (seed 001's shape), with this
+    session's project where it has one: the project of a folder is what `hypermnesia connect`
+    records in its .mcp.json, and what its hooks and imports use."""
     url = f"{gateway_url(gateway.host, gateway.gateway_port)}/mcp"
     if session.project_source == "default":
         project = "<the folder's project: `hypermnesia connect` writes it>"
     else:
         project = session.project_scope.removeprefix(PROJECT_PREFIX)
+    mcp_json = {
+        "mcpServers": {
+            CONNECT_SERVER: {
+                "type": "http",
+                "url": url,
+                "headers": {"Authorization": "Bearer ${HM_TOKEN}", PROJECT_HEADER: project},
+            }
+        }
+    }
+    claude_desktop = {
+        "mcpServers": {
+            "hypermnesia": {
+                "command": "npx",
+                "args": ["mcp-remote", url, "--header", "Authorization: Bearer <token>"],
+            }
+        }
+    }
+    # For clients that only spawn servers: `hypermnesia mcp` speaks MCP on stdio and calls the
+    # same services as this gateway (token: HM_TOKEN, else the first-run token file).
+    stdio = {
+        "mcpServers": {
+            "hypermnesia": {
+                "command": "hypermnesia",
+                "args": ["mcp", "--project", project],
+                "env": {
+                    "HM_TOKEN": "<token>",
+                    "HM_RETRIEVAL_ADDRESS": gateway.retrieval_address,
+                    "HM_CURATION_ADDRESS": gateway.curation_address,
+                },
+            }
+        }
+    }
+    return "\n".join(
+        [
+            "### Connect a project folder (Claude Code)",
+            "",
+            "Run `hypermnesia connect` in the project's folder: it writes the hooks and the `.mcp.json` entry "
+            "below with the folder's project (one project shared by the hooks, MCP, `map load` and `import`), "
+            "and the token as ${HM_TOKEN}, which Claude Code expands from its environment.",
+            "",
+            "### .mcp.json",
+            "",
+            _json_block(mcp_json),
+            "",
+            "### Claude Code, by hand",
+            "",
+            "```bash",
+            f'claude mcp add --transport http hypermnesia {url} --header "Authorization: Bearer <token>" '
+            f'--header "{PROJECT_HEADER}: {project}"',
+            "```",
+            "",
+            "### Claude Desktop (bridged with mcp-remote)",
+            "",
+            _json_block(claude_desktop),
+            "",
+            "### Clients that start servers as subprocesses (stdio)",
+            "",
+            _json_block(stdio),
+            "",
+            "Replace `<token>` with your token; this guide never prints one.",
+        ]
+    )
+
+
+def _json_block(value: dict[str, Any]) -> str:
+    return "```json\n" + json.dumps(value, indent=2) + "\n```"
+
+
+def _session(session: Session) -> dict[str, Any]:
+    """What this session resolved to, under seed 001's keys, plus where its project came from."""
+    isolated = session.project_source != "default"
     return {
-        "connect": "Run `hypermnesia connect` in the project's folder: it writes the hooks and the mcp_json entry "
-        "below with the folder's project (one project shared by the hooks, MCP, `map load` and `import`), "
-        "and the token as ${HM_TOKEN}, which Claude Code expands from its environment.",
-        "claude_code": f'claude mcp add --transport http hypermnesia {url} --header "Authorization: Bearer <token>" '
-        f'--header "{PROJECT_HEADER}: {project}"',
-        "mcp_json": {
-            "mcpServers": {
-                CONNECT_SERVER: {
-                    "type": "http",
-                    "url": url,
-                    "headers": {"Authorization": "Bearer ${HM_TOKEN}", PROJECT_HEADER: project},
-                }
-            }
-        },
-        "claude_desktop": {
-            "mcpServers": {
-                "hypermnesia": {
-                    "command": "npx",
-                    "args": ["mcp-remote", url, "--header", "Authorization: Bearer <token>"],
-                }
-            }
-        },
-        # For clients that only spawn servers: `hypermnesia mcp` speaks MCP on stdio and calls the
-        # same services as this gateway (token: HM_TOKEN, else the first-run token file).
-        "stdio": {
-            "mcpServers": {
-                "hypermnesia": {
-                    "command": "hypermnesia",
-                    "args": ["mcp", "--project", project],
-                    "env": {
-                        "HM_TOKEN": "<token>",
-                        "HM_RETRIEVAL_ADDRESS": gateway.retrieval_address,
-                        "HM_CURATION_ADDRESS": gateway.curation_address,
-                    },
-                }
-            }
-        },
+        "principal": session.principal.id,
+        "project_scope": session.project_scope,
+        "project_source": session.project_source,
+        "scopes_you_can_read": session.readable_scopes(),
+        "saves_default_to": session.project_scope,
+        "workspace_roots_detected": session.project_source == "roots",
+        "project_isolation": "active" if isolated else "NOT ACTIVE: see warnings",
     }
 
 
@@ -134,24 +177,19 @@ class Guide:
     async def __call__(self, backends: Backends, session: Session, request: GuideRequest) -> dict[str, Any]:
         section = request.section
         if section is not None and section not in SECTIONS:
-            raise InvalidArgument(f"section must be one of {', '.join(SECTIONS)}")
+            raise InvalidArgument(f"unknown section {section!r}; use one of {', '.join(SECTIONS)}")
         settings = await backends.live_settings()
         warnings = []
         if session.project_source == "default":
             warnings.append(
                 "No X-Hypermnesia-Project header and no workspace root: this session uses the shared 'default' "
-                "scope, so projects are not isolated. Run `hypermnesia connect` in each project's folder: it "
-                "writes the X-Hypermnesia-Project header its hooks use too (see setup.connect)."
+                "scope, so projects are NOT isolated. Run `hypermnesia connect` in each project's folder: it "
+                "writes the X-Hypermnesia-Project header its hooks use too (see setup)."
             )
         out: dict[str, Any] = {
             "claude_md": _claude_md(self.tool_names, settings),
             "setup": _setup(self.gateway, session),
-            "session": {
-                "principal": session.principal.id,
-                "project_scope": session.project_scope,
-                "project_source": session.project_source,
-                "readable_scopes": session.readable_scopes(),
-            },
+            "session": _session(session),
         }
         if section is not None:
             out = {section: out[section]}

@@ -402,6 +402,7 @@ def build_mcp(
             m.MemoryStats,
             m.stats,
             description="Recall health: memories per scope, searches, empty-result rate, latency, recent misses.",
+            answer=m.stats_answer,
         ),
         model_tool(
             kit,

@@ -320,6 +320,7 @@ async def stats(backends: Backends, session: Session, request: MemoryStats) -> d
         ],
         "days": response.days,
         "searches": response.searches,
+        "empty": response.empty_searches,
         "empty_rate": round(response.empty_rate, 4),
         "avg_hits": round(response.avg_hits, 3),
         "avg_top_score": round(response.avg_top_score, 4),
@@ -330,6 +331,38 @@ async def stats(backends: Backends, session: Session, request: MemoryStats) -> d
         },
         "degraded_rate": round(response.degraded_rate, 4),
         "recent_misses": list(response.recent_misses),
+    }
+
+
+def stats_answer(stats: dict[str, Any]) -> dict[str, Any]:
+    """`memory_stats`' answer: `stats` in seed 001's shape, which its clients read (store size under
+    `memories`, search health under `searches`, misses as `recent_empty_queries`). REST's /stats
+    keeps the flat form its UI reads."""
+    by_scope = [
+        {"scope": s["scope"], "active": s["live"], "archived": s["archived"], "superseded": s["superseded"]}
+        for s in stats["scopes"]
+    ]
+    latency = stats["latency_ms"]
+    return {
+        "days": stats["days"],
+        "memories": {
+            "active": sum(s["active"] for s in by_scope),
+            "archived": sum(s["archived"] for s in by_scope),
+            "superseded": sum(s["superseded"] for s in by_scope),
+            "by_scope": by_scope,
+        },
+        "searches": {
+            "total": stats["searches"],
+            "empty": stats["empty"],
+            "empty_rate": stats["empty_rate"],
+            "avg_hits": stats["avg_hits"],
+            "avg_top_score": stats["avg_top_score"],
+            "p50_latency_ms": latency["p50"],
+            "p95_latency_ms": latency["p95"],
+            "p99_latency_ms": latency["p99"],
+            "degraded_rate": stats["degraded_rate"],
+        },
+        "recent_empty_queries": [{"query": q} for q in stats["recent_misses"]],
     }
 
 

@@ -569,7 +569,7 @@ async def test_roots_over_the_handshake_era_protocol(dropin: Stack, tmp_path: Pa
     async with FastClient(transport, roots=[tmp_path.as_uri()], mode="legacy") as client:
         for _ in range(2):
             session = (await client.call_tool("memory_usage_guide", {"section": "session"})).data["session"]
-            assert session["project_source"] == "roots"
+            assert session["project_source"] == "roots" and session["workspace_roots_detected"] is True
             assert session["project_scope"] == project_scope_for_root(tmp_path.as_uri())
 
 
@@ -648,3 +648,42 @@ async def test_k2_without_a_floor_returns_both_of_seed_001s_memories(dropin: Sta
     assert len(hits) == 2, hits
     assert "embedding" in hits[0]["description"].lower()
     assert hits[0]["similarity"] >= hits[1]["similarity"]
+
+
+async def test_stats_count_the_searches_just_made_in_seed_001s_shape(dropin: Stack) -> None:
+    """memory_stats answers as seed 001 does (store size under `memories`, search health under
+    `searches`, misses as `recent_empty_queries`) and counts the searches the caller has just made:
+    the search log is written in batches, and stats write what is pending before reading it.
+    REST's /stats keeps its flat form."""
+    project = f"stats-{uuid.uuid4().hex[:8]}"
+    scope = project_scope(project)
+    miss = f"zzmiss{uuid.uuid4().hex}"
+    async with FastClient(
+        StreamableHttpTransport(dropin.mcp_url, headers=_headers("alice-token", project))
+    ) as client:
+        saved = await client.call_tool(
+            "memory_save",
+            {"content": "The nightly backup runs at 02:00 and keeps 14 days", "description": "backups"},
+        )
+        assert saved.data["memory"]["scope"] == scope
+        found = await client.call_tool("memory_search", {"query": "when does the backup run?"})
+        assert found.data
+        nothing = await client.call_tool("memory_search", {"query": miss, "min_similarity": 0.99})
+        assert nothing.data == []
+        stats = (await client.call_tool("memory_stats", {"scope": scope, "days": 1})).data
+    assert set(stats) == {"days", "memories", "searches", "recent_empty_queries"}
+    assert stats["memories"] == {
+        "active": 1,
+        "archived": 0,
+        "superseded": 0,
+        "by_scope": [{"scope": scope, "active": 1, "archived": 0, "superseded": 0}],
+    }
+    searches = stats["searches"]
+    assert searches["total"] == 2 and searches["empty"] == 1 and searches["empty_rate"] == 0.5
+    assert searches["avg_hits"] > 0 and searches["avg_top_score"] > 0
+    assert 0 < searches["p50_latency_ms"] <= searches["p95_latency_ms"] <= searches["p99_latency_ms"]
+    assert stats["recent_empty_queries"] == [{"query": miss}]
+
+    async with httpx.AsyncClient(base_url=dropin.base_url, headers=_headers("alice-token", project)) as http:
+        rest = (await http.get("/stats", params={"scope": scope, "days": 1})).json()
+    assert rest["searches"] == 2 and rest["empty"] == 1 and rest["recent_misses"] == [miss]

@@ -18,7 +18,16 @@ async def test_guide_reflects_live_settings_and_tools(stack: Stack) -> None:
     claude_md = guide["claude_md"]
     assert "cosine 0.15" in claude_md and "0.92" in claude_md
     assert all(f"`{name}`" in claude_md for name in tools)
-    assert "<token>" in guide["setup"]["claude_code"] and "alice-token" not in str(guide)
+    # Seed 001's shapes: setup is Markdown to write down (this server's address, a placeholder for
+    # the token, this session's project), session says what the connection resolved to.
+    setup = guide["setup"]
+    assert isinstance(setup, str) and f"hypermnesia {stack.mcp_url} " in setup
+    assert "X-Hypermnesia-Project: guide" in setup and '"X-Hypermnesia-Project": "guide"' in setup
+    assert "<token>" in setup and "alice-token" not in str(guide)
+    assert guide["session"]["project_isolation"] == "active"
+    assert guide["session"]["saves_default_to"] == "project:guide"
+    assert guide["session"]["workspace_roots_detected"] is False
+    assert guide["session"]["scopes_you_can_read"][0] == "project:guide"
 
 
 async def test_guide_warns_when_projects_are_not_isolated(stack: Stack) -> None:
@@ -26,9 +35,11 @@ async def test_guide_warns_when_projects_are_not_isolated(stack: Stack) -> None:
         guide = tool_json(await client.call_tool("memory_usage_guide", {"section": "session"}))
         assert set(guide) == {"session", "warnings"}
         assert guide["session"]["project_source"] == "default"
-        assert any("X-Hypermnesia-Project" in w for w in guide["warnings"])
+        assert guide["session"]["project_isolation"].startswith("NOT ACTIVE")
+        assert any("X-Hypermnesia-Project" in w and "NOT isolated" in w for w in guide["warnings"])
         bad = await client.call_tool("memory_usage_guide", {"section": "everything"})
-        assert bad.is_error and "section must be one of" in bad.content[0].text
+        assert bad.is_error
+        assert "unknown section 'everything'; use one of claude_md, setup, session" in bad.content[0].text
 
 
 async def test_guide_states_the_services_settings_not_the_gateways(

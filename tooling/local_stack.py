@@ -208,6 +208,8 @@ async def _gateway(settings: GatewaySettings) -> AsyncIterator[str]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
+    # The port it listens on, so what it says of itself (the usage guide's URLs) is its address.
+    settings = settings.model_copy(update={"gateway_port": port})
     server = uvicorn.Server(
         uvicorn.Config(create_app(settings), log_level="warning", lifespan="on", http=HTTP_PARSER)
     )

@@ -191,7 +191,7 @@ class ScopeCount(_message.Message):
     def __init__(self, scope: _Optional[str] = ..., live: _Optional[int] = ..., archived: _Optional[int] = ..., superseded: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("scopes", "days", "searches", "empty_rate", "avg_hits", "avg_top_score", "p50_ms", "p95_ms", "p99_ms", "degraded_rate", "recent_misses")
+    __slots__ = ("scopes", "days", "searches", "empty_rate", "avg_hits", "avg_top_score", "p50_ms", "p95_ms", "p99_ms", "degraded_rate", "recent_misses", "empty_searches")
     SCOPES_FIELD_NUMBER: _ClassVar[int]
     DAYS_FIELD_NUMBER: _ClassVar[int]
     SEARCHES_FIELD_NUMBER: _ClassVar[int]
@@ -203,6 +203,7 @@ class StatsResponse(_message.Message):
     P99_MS_FIELD_NUMBER: _ClassVar[int]
     DEGRADED_RATE_FIELD_NUMBER: _ClassVar[int]
     RECENT_MISSES_FIELD_NUMBER: _ClassVar[int]
+    EMPTY_SEARCHES_FIELD_NUMBER: _ClassVar[int]
     scopes: _containers.RepeatedCompositeFieldContainer[ScopeCount]
     days: int
     searches: int
@@ -214,7 +215,8 @@ class StatsResponse(_message.Message):
     p99_ms: float
     degraded_rate: float
     recent_misses: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, scopes: _Optional[_Iterable[_Union[ScopeCount, _Mapping]]] = ..., days: _Optional[int] = ..., searches: _Optional[int] = ..., empty_rate: _Optional[float] = ..., avg_hits: _Optional[float] = ..., avg_top_score: _Optional[float] = ..., p50_ms: _Optional[float] = ..., p95_ms: _Optional[float] = ..., p99_ms: _Optional[float] = ..., degraded_rate: _Optional[float] = ..., recent_misses: _Optional[_Iterable[str]] = ...) -> None: ...
+    empty_searches: int
+    def __init__(self, scopes: _Optional[_Iterable[_Union[ScopeCount, _Mapping]]] = ..., days: _Optional[int] = ..., searches: _Optional[int] = ..., empty_rate: _Optional[float] = ..., avg_hits: _Optional[float] = ..., avg_top_score: _Optional[float] = ..., p50_ms: _Optional[float] = ..., p95_ms: _Optional[float] = ..., p99_ms: _Optional[float] = ..., degraded_rate: _Optional[float] = ..., recent_misses: _Optional[_Iterable[str]] = ..., empty_searches: _Optional[int] = ...) -> None: ...
 
 class ContextRequest(_message.Message):
     __slots__ = ("caller", "scopes", "query", "path", "repo", "mode", "thread_id", "budgets", "include_stale", "depth", "min_lsn")

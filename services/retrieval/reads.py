@@ -131,6 +131,7 @@ async def search_health(pool: asyncpg.Pool, scopes: list[str], since: datetime) 
     return await pool.fetchrow(
         """
         SELECT count(*) AS searches,
+               count(*) FILTER (WHERE hits = 0) AS empty_searches,
                coalesce(avg((hits = 0)::int), 0) AS empty_rate,
                coalesce(avg(hits), 0) AS avg_hits,
                coalesce(avg(top_score), 0) AS avg_top_score,

@@ -175,6 +175,9 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
         async def load(pool: asyncpg.Pool) -> tuple[list[asyncpg.Record], asyncpg.Record]:
             return await reads.scope_counts(pool, scopes), await reads.search_health(pool, scopes, since)
 
+        # The search log is written in batches (bookkeeping.py): write what is pending first, so a
+        # caller's stats count the searches it has just made (seed 001's clients check exactly that).
+        await self.searcher.drain()
         counts, health = await self.router.read(request.min_lsn, load)
         return retrieval_pb2.StatsResponse(
             scopes=[
@@ -185,6 +188,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
             ],
             days=days,
             searches=health["searches"],
+            empty_searches=health["empty_searches"],
             empty_rate=float(health["empty_rate"]),
             avg_hits=float(health["avg_hits"]),
             avg_top_score=float(health["avg_top_score"]),
