@@ -28,6 +28,7 @@ from hypermnesia.migrator import migrate
 from hypermnesia.pin import VECTOR_TABLES, ensure_embedding_pin, read_pin
 from hypermnesia.pool import connect_pool
 from hypermnesia.settings import CurationSettings
+from hypermnesia.times import iso_exact
 from hypermnesia.wording import count
 from services.curation import entities, maintenance_repo, memory_fields, payloads, rawlog, repo
 from services.curation.embedding import embedding_text
@@ -121,7 +122,7 @@ async def purge(pool: asyncpg.Pool, memory_id_text: str, principal: str) -> int:
             if predecessor is not None and predecessor["superseded_by"] == memory_id:
                 reclose = {
                     "id": str(predecessor["id"]),
-                    "valid_to": memory_fields.iso(predecessor["valid_to"]),
+                    "valid_to": iso_exact(predecessor["valid_to"]),
                 }
         if row is not None:
             # The delete trigger (migration 0023) takes its df counts, kept vector, own evidence
