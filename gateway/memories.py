@@ -11,7 +11,7 @@ from gateway.backends import Backends
 from gateway.fields import IsoTime, Request, field
 from gateway.shaping import caller, hit_json, memory_json, save_json, to_proto, version_json
 from hypermnesia.errors import NotFound
-from hypermnesia.kinds import HALF_LIFE_DAYS
+from hypermnesia.kinds import AGENT_DEFAULT_TYPE, DEFAULT_IMPORTANCE, HALF_LIFE_DAYS
 from hypermnesia.recall_depth import DEPTHS
 from hypermnesia.scopes import permits
 from hypermnesia.settings import RetrievalSettings
@@ -35,9 +35,7 @@ from hypermnesia.validation import (
 )
 
 __all__ = [
-    "DEFAULT_IMPORTANCE",
     "DEFAULT_K",
-    "DEFAULT_TYPE",
     "DecideTask",
     "ForgetMemories",
     "GetContext",
@@ -65,8 +63,6 @@ __all__ = [
 ]
 
 DEFAULT_K = 10
-DEFAULT_TYPE = "fact"
-DEFAULT_IMPORTANCE = 1.0
 _LOW, _HIGH = IMPORTANCE_RANGE
 # The values of the enum-like fields, stated as JSON Schema enums (the services refuse others).
 FUSIONS: tuple[str, ...] = get_args(RetrievalSettings.model_fields["fusion"].annotation)
@@ -113,7 +109,7 @@ class SaveMemory(Request):
     )
     scope: str | None = field(_SCOPE_TO_WRITE, None, max_length=MAX_SCOPE_CHARS)
     # The drop-in defaults, stated in the schema so a client sees what an omitted field means.
-    type: str = field(_TYPE, DEFAULT_TYPE, max_length=MAX_TYPE_CHARS)
+    type: str = field(_TYPE, AGENT_DEFAULT_TYPE, max_length=MAX_TYPE_CHARS)
     tags: list[str] | None = field(_TAGS_TO_WRITE, None, max_items=MAX_TAGS)
     metadata: dict[str, Any] | None = field(_METADATA, None)
     importance: float = field(_IMPORTANCE, DEFAULT_IMPORTANCE, ge=_LOW, le=_HIGH)
