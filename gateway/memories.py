@@ -11,7 +11,7 @@ from gateway.backends import Backends
 from gateway.fields import IsoTime, Request, field
 from gateway.shaping import caller, hit_json, memory_json, save_json, to_proto, version_json
 from hypermnesia.errors import NotFound
-from hypermnesia.kinds import AGENT_DEFAULT_TYPE, DEFAULT_IMPORTANCE, HALF_LIFE_DAYS
+from hypermnesia.kinds import AGENT_DEFAULT_TYPE, DECAY_CLASSES, DEFAULT_IMPORTANCE
 from hypermnesia.recall_depth import DEPTHS
 from hypermnesia.scopes import permits
 from hypermnesia.settings import RetrievalSettings
@@ -67,7 +67,6 @@ _LOW, _HIGH = IMPORTANCE_RANGE
 # The values of the enum-like fields, stated as JSON Schema enums (the services refuse others).
 FUSIONS: tuple[str, ...] = get_args(RetrievalSettings.model_fields["fusion"].annotation)
 MODES = ("answer", "manager")
-DECAY_CLASSES = tuple(HALF_LIFE_DAYS)
 TASK_DECISIONS = ("confirm", "dismiss")
 
 # The field texts several requests share.

@@ -26,3 +26,4 @@ DECAY_CLASS_FOR_KIND = {
 
 # Half-lives in days; `none` never decays.
 HALF_LIFE_DAYS = {"none": None, "slow": 90.0, "medium": 14.0, "fast": 2.0}
+DECAY_CLASSES = tuple(HALF_LIFE_DAYS)

@@ -9,10 +9,13 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gateway.memories import SaveMemory
+import pytest
+
+from gateway.memories import SaveMemory, UpdateMemory
 from hypermnesia import kinds
+from hypermnesia.errors import InvalidArgument
 from services.curation import admin
-from services.curation.writer import new_memory
+from services.curation.writer import check_decay_class, new_memory
 from tooling import moving_in
 
 AT = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
@@ -44,3 +47,13 @@ def test_seed_lines_and_markdown_read_in_as_facts_of_full_importance(tmp_path: P
     notes.write_text("# Rules\n\n- Run the tests before pushing\n", encoding="utf-8")
     (line,) = [json.loads(text) for text in moving_in.markdown_dump_lines(notes, "s", "o")]
     assert (line["type"], line["importance"]) == ("fact", 1.0)
+
+
+def test_decay_classes_are_declared_once_with_their_half_lives() -> None:
+    assert kinds.DECAY_CLASSES == ("none", "slow", "medium", "fast")
+    assert set(kinds.DECAY_CLASS_FOR_KIND.values()) <= set(kinds.DECAY_CLASSES)
+    # The gateway's enum is the same list, in the same order.
+    schema = UpdateMemory.model_json_schema()["properties"]["decay_class"]
+    assert tuple(schema["enum"]) == kinds.DECAY_CLASSES
+    with pytest.raises(InvalidArgument, match="use one of none, slow, medium, fast"):
+        check_decay_class("glacial")

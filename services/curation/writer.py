@@ -16,7 +16,13 @@ import numpy as np
 from hypermnesia import validation
 from hypermnesia.embedder_client import EmbedderClient
 from hypermnesia.errors import FailedPrecondition, InvalidArgument, NotFound
-from hypermnesia.kinds import DECAY_CLASS_FOR_KIND, DEFAULT_IMPORTANCE, DEFAULT_KIND, DEFAULT_TYPE
+from hypermnesia.kinds import (
+    DECAY_CLASS_FOR_KIND,
+    DECAY_CLASSES,
+    DEFAULT_IMPORTANCE,
+    DEFAULT_KIND,
+    DEFAULT_TYPE,
+)
 from hypermnesia.memory_rows import is_live
 from hypermnesia.scopes import permits, require
 from services.curation import entities, memory_fields, payloads, rawlog, repo
@@ -26,7 +32,6 @@ from services.curation.embedding import BatchEmbedder, embedding_text
 log = logging.getLogger(__name__)
 
 WORKING_TTL = timedelta(hours=48)
-DECAY_CLASSES = ("none", "slow", "medium", "fast")
 
 __all__ = ["MemoryWriter", "SaveInput", "SaveResult", "UpdateInput", "new_memory"]
 
