@@ -4,17 +4,17 @@ service and shapes the answer (gateway.shaping)."""
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from typing import Any
 
 from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import IsoTime, Request, field
 from gateway.shaping import caller, hit_json, memory_json, save_json, to_proto, version_json
 from hypermnesia.errors import NotFound
+from hypermnesia.fusions import FUSIONS
 from hypermnesia.kinds import AGENT_DEFAULT_TYPE, DECAY_CLASSES, DEFAULT_IMPORTANCE
 from hypermnesia.recall_depth import DEPTHS
 from hypermnesia.scopes import permits
-from hypermnesia.settings import RetrievalSettings
 from hypermnesia.v1 import curation_pb2, retrieval_pb2
 from hypermnesia.validation import (
     IMPORTANCE_RANGE,
@@ -65,7 +65,6 @@ __all__ = [
 DEFAULT_K = 10
 _LOW, _HIGH = IMPORTANCE_RANGE
 # The values of the enum-like fields, stated as JSON Schema enums (the services refuse others).
-FUSIONS: tuple[str, ...] = get_args(RetrievalSettings.model_fields["fusion"].annotation)
 MODES = ("answer", "manager")
 TASK_DECISIONS = ("confirm", "dismiss")
 
