@@ -25,6 +25,7 @@ from typing import Any
 
 from hypermnesia.kinds import AGENT_DEFAULT_TYPE, DEFAULT_IMPORTANCE
 from hypermnesia.scopes import project_scope_for_root
+from hypermnesia.times import iso
 from hypermnesia.validation import MAX_DESCRIPTION_CHARS, MAX_TAG_CHARS, MAX_TAGS
 
 # Fixed namespace: the same file and text give the same id on every machine.
@@ -143,7 +144,7 @@ def markdown_dump_lines(
         for piece in markdown_pieces(text, relative):
             content = piece.text
             memory_id = uuid.uuid5(_NAMESPACE, f"{target}\n{relative}\n{content}")
-            stamp = now.isoformat()
+            stamp = iso(now)
             yield json.dumps(
                 {
                     "id": str(memory_id),
