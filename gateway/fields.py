@@ -129,5 +129,5 @@ def _iso_time(value: Any) -> Any:
     return value
 
 
-# A time as ISO 8601 text; naive times are taken as UTC (shaping.timestamp).
+# A time as ISO 8601 text; naive times are taken as UTC (hypermnesia.times.timestamp).
 IsoTime = Annotated[datetime, BeforeValidator(_iso_time)]

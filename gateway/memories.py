@@ -4,17 +4,17 @@ service and shapes the answer (gateway.shaping)."""
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from typing import Any
 
 from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import IsoTime, Request, field
 from gateway.shaping import caller, hit_json, memory_json, save_json, to_proto, version_json
 from hypermnesia.errors import NotFound
-from hypermnesia.kinds import HALF_LIFE_DAYS
+from hypermnesia.fusions import FUSIONS
+from hypermnesia.kinds import AGENT_DEFAULT_TYPE, DECAY_CLASSES, DEFAULT_IMPORTANCE
 from hypermnesia.recall_depth import DEPTHS
 from hypermnesia.scopes import permits
-from hypermnesia.settings import RetrievalSettings
 from hypermnesia.v1 import curation_pb2, retrieval_pb2
 from hypermnesia.validation import (
     IMPORTANCE_RANGE,
@@ -35,9 +35,7 @@ from hypermnesia.validation import (
 )
 
 __all__ = [
-    "DEFAULT_IMPORTANCE",
     "DEFAULT_K",
-    "DEFAULT_TYPE",
     "DecideTask",
     "ForgetMemories",
     "GetContext",
@@ -65,13 +63,9 @@ __all__ = [
 ]
 
 DEFAULT_K = 10
-DEFAULT_TYPE = "fact"
-DEFAULT_IMPORTANCE = 1.0
 _LOW, _HIGH = IMPORTANCE_RANGE
 # The values of the enum-like fields, stated as JSON Schema enums (the services refuse others).
-FUSIONS: tuple[str, ...] = get_args(RetrievalSettings.model_fields["fusion"].annotation)
 MODES = ("answer", "manager")
-DECAY_CLASSES = tuple(HALF_LIFE_DAYS)
 TASK_DECISIONS = ("confirm", "dismiss")
 
 # The field texts several requests share.
@@ -113,7 +107,7 @@ class SaveMemory(Request):
     )
     scope: str | None = field(_SCOPE_TO_WRITE, None, max_length=MAX_SCOPE_CHARS)
     # The drop-in defaults, stated in the schema so a client sees what an omitted field means.
-    type: str = field(_TYPE, DEFAULT_TYPE, max_length=MAX_TYPE_CHARS)
+    type: str = field(_TYPE, AGENT_DEFAULT_TYPE, max_length=MAX_TYPE_CHARS)
     tags: list[str] | None = field(_TAGS_TO_WRITE, None, max_items=MAX_TAGS)
     metadata: dict[str, Any] | None = field(_METADATA, None)
     importance: float = field(_IMPORTANCE, DEFAULT_IMPORTANCE, ge=_LOW, le=_HIGH)

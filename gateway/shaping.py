@@ -4,18 +4,17 @@ JSON both REST and MCP answer with (the drop-in memory shape, plus the record an
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 from google.protobuf.struct_pb2 import Struct
-from google.protobuf.timestamp_pb2 import Timestamp
 from pydantic import BaseModel
 
 from gateway.auth import Session
 from hypermnesia.errors import InvalidArgument
+from hypermnesia.times import stamp_iso, timestamp
 from hypermnesia.v1 import common_pb2, curation_pb2, intelligence_pb2, retrieval_pb2, structure_pb2
 
 # Lifecycle fields a memory carries only when they hold something.
@@ -36,15 +35,6 @@ _INT_RANGES = {
 
 def caller(session: Session) -> common_pb2.Caller:
     return common_pb2.Caller(principal=session.principal.id, grants=list(session.grants))
-
-
-def timestamp(value: datetime) -> Timestamp:
-    """A Timestamp from an aware datetime (naive ones are taken as UTC)."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    stamp = Timestamp()
-    stamp.FromDatetime(value)
-    return stamp
 
 
 def to_proto(message: M, request: BaseModel, **values: Any) -> M:
@@ -86,10 +76,6 @@ def _check_int_range(cpp_type: int, name: str, value: Any) -> None:
         raise InvalidArgument(f"{name} must be between {low} and {high}; got {value}")
 
 
-def iso(stamp: Timestamp) -> str:
-    return stamp.ToDatetime().isoformat() + "Z"
-
-
 def struct(value: dict[str, Any] | None) -> Struct:
     message = Struct()
     if value:
@@ -114,13 +100,13 @@ def memory_json(m: common_pb2.Memory) -> dict[str, Any]:
         "importance": m.importance,
     }
     for name in _TIME_FIELDS:
-        out[name] = iso(getattr(m, name)) if m.HasField(name) else None
+        out[name] = stamp_iso(getattr(m, name)) if m.HasField(name) else None
     for name in _OPTIONAL_FIELDS:
         if getattr(m, name):
             out[name] = getattr(m, name)
     for name in _OPTIONAL_TIMES:
         if m.HasField(name):
-            out[name] = iso(getattr(m, name))
+            out[name] = stamp_iso(getattr(m, name))
     if m.stale:
         # A conclusion whose evidence changed: readable, but never served as if nothing happened.
         out["stale"] = True
@@ -174,7 +160,7 @@ def version_json(number: int, v: retrieval_pb2.MemoryVersion) -> dict[str, Any]:
         "seq": v.seq,
         "operation": v.operation,
         "reason": v.reason or None,
-        "at": iso(v.at),
+        "at": stamp_iso(v.at),
         "author": v.author,
         "text": v.text,
         "content": v.content if v.HasField("content") else None,
@@ -196,7 +182,7 @@ def record_json(view: curation_pb2.RecordView) -> dict[str, Any]:
         "prev_source_ref": view.prev_source_ref or None,
         "thread_id": view.thread_id or None,
         "topic_id": view.topic_id or None,
-        "created_at": iso(view.created_at),
+        "created_at": stamp_iso(view.created_at),
         "payload": json.loads(view.payload) if view.payload else None,
         "purged": view.purged,
         "record_hash": view.record_hash,
@@ -272,13 +258,13 @@ def proposal_json(p: intelligence_pb2.Proposal) -> dict[str, Any]:
         "rationale": p.rationale,
         "evidence": list(p.evidence),
         "mode": p.mode,
-        "created_at": iso(p.created_at) if p.HasField("created_at") else None,
+        "created_at": stamp_iso(p.created_at) if p.HasField("created_at") else None,
     }
     for name in _PROPOSAL_OPTIONAL:
         if getattr(p, name):
             out[name] = getattr(p, name)
     if p.HasField("decided_at"):
-        out["decided_at"] = iso(p.decided_at)
+        out["decided_at"] = stamp_iso(p.decided_at)
     return out
 
 

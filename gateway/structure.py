@@ -8,9 +8,10 @@ from typing import Any
 from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import Request, field
-from gateway.shaping import caller, component_json, constraint_json, iso, to_proto
+from gateway.shaping import caller, component_json, constraint_json, to_proto
 from hypermnesia.scopes import PROJECT_PREFIX, permits, require
 from hypermnesia.structure_map import MAX_SOURCE_BYTES
+from hypermnesia.times import stamp_iso
 from hypermnesia.v1 import structure_pb2
 
 __all__ = ["LoadMap", "ProjectMap", "ResolvePath", "load", "project_map", "resolve"]
@@ -63,7 +64,7 @@ async def project_map(backends: Backends, session: Session, request: ProjectMap)
         "source": {
             "name": r.source_name,
             "sha256": r.source_sha256,
-            "loaded_at": iso(r.loaded_at),
+            "loaded_at": stamp_iso(r.loaded_at),
             "loaded_by": _loaded_by(session, r.repo, r.loaded_by),
         },
     }

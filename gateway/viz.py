@@ -12,7 +12,8 @@ from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import IsoTime, field
 from gateway.fields import Request as OperationRequest
-from gateway.shaping import caller, iso, timestamp
+from gateway.shaping import caller
+from hypermnesia.times import stamp_iso, timestamp
 from hypermnesia.v1 import viz_pb2
 from hypermnesia.validation import KINDS, MAX_SCOPE_CHARS
 
@@ -81,8 +82,8 @@ def _node(n: viz_pb2.VizNode) -> dict[str, Any]:
         "importance": round(n.importance, 4),
         "decay": round(n.decay, 4),
         "label": n.label,
-        "created_at": iso(n.created_at),
-        "archived_at": iso(n.archived_at) if n.HasField("archived_at") else None,
+        "created_at": stamp_iso(n.created_at),
+        "archived_at": stamp_iso(n.archived_at) if n.HasField("archived_at") else None,
         "superseded_by": n.superseded_by or None,
         "stale": n.stale,
     }

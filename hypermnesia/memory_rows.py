@@ -8,8 +8,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from google.protobuf import struct_pb2, timestamp_pb2
+from google.protobuf import struct_pb2
 
+from hypermnesia.times import optional_timestamp
 from hypermnesia.v1 import common_pb2
 
 __all__ = [
@@ -164,14 +165,6 @@ def predecessors_sql() -> str:
     return f"WITH RECURSIVE {_walk('back', 'supersedes')} SELECT coalesce(bool_or(id = $2), false) FROM back"
 
 
-def _ts(value: datetime | None) -> timestamp_pb2.Timestamp | None:
-    if value is None:
-        return None
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromDatetime(value)
-    return stamp
-
-
 def struct_from(value: Mapping[str, Any] | str | None) -> struct_pb2.Struct:
     data = json.loads(value) if isinstance(value, str) else (value or {})
     message = struct_pb2.Struct()
@@ -191,11 +184,11 @@ def memory_from_row(row: Mapping[str, Any]) -> common_pb2.Memory:
         tags=list(row["tags"]),
         metadata=struct_from(row["metadata"]),
         importance=float(row["importance"]),
-        created_at=_ts(row["created_at"]),
-        updated_at=_ts(row["updated_at"]),
-        last_accessed_at=_ts(row["last_accessed_at"]),
-        archived_at=_ts(row["archived_at"]),
-        expires_at=_ts(row["expires_at"]),
+        created_at=optional_timestamp(row["created_at"]),
+        updated_at=optional_timestamp(row["updated_at"]),
+        last_accessed_at=optional_timestamp(row["last_accessed_at"]),
+        archived_at=optional_timestamp(row["archived_at"]),
+        expires_at=optional_timestamp(row["expires_at"]),
         decay_class=row["decay_class"],
         access_count=int(row["access_count"]),
         supersedes=str(row["supersedes"] or ""),

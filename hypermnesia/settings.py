@@ -23,6 +23,7 @@ from hypermnesia.addresses import (
     DEFAULT_SERVICE_PORTS,
     local_address,
 )
+from hypermnesia.fusions import Fusion
 
 __all__ = [
     "DEFAULT_CURATION_PORT",
@@ -208,7 +209,7 @@ class RetrievalSettings(EmbedderClientSettings):
     hybrid_rank_decay_k: Annotated[float, Field(gt=0, le=1000)] = 5.0
     # adaptive: the best mean over the four dev sets, within a question of its best leg on each
     # (docs/EVAL.md, "The bar").
-    fusion: Literal["rrf", "boost", "weighted", "adaptive", "dense", "bm25"] = "adaptive"
+    fusion: Fusion = "adaptive"
     # Answer-mode blend; manager mode uses its own profile (services/retrieval/search.py).
     score_weight_similarity: Annotated[float, Field(ge=0, le=10)] = 1.0
     score_weight_recency: Annotated[float, Field(ge=0, le=10)] = 0.05

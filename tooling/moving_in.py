@@ -23,12 +23,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from hypermnesia.kinds import AGENT_DEFAULT_TYPE, DEFAULT_IMPORTANCE
 from hypermnesia.scopes import project_scope_for_root
+from hypermnesia.times import iso
 from hypermnesia.validation import MAX_DESCRIPTION_CHARS, MAX_TAG_CHARS, MAX_TAGS
 
 # Fixed namespace: the same file and text give the same id on every machine.
 _NAMESPACE = uuid.UUID("5b1f4a52-2d0c-4c59-9a1e-6d0e8f2a7c11")
-SEED_DEFAULT_TYPE = "fact"
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _BULLET = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])\s+(.*)$")
@@ -143,19 +144,19 @@ def markdown_dump_lines(
         for piece in markdown_pieces(text, relative):
             content = piece.text
             memory_id = uuid.uuid5(_NAMESPACE, f"{target}\n{relative}\n{content}")
-            stamp = now.isoformat()
+            stamp = iso(now)
             yield json.dumps(
                 {
                     "id": str(memory_id),
                     "scope": target,
                     "owner_id": owner,
-                    "type": SEED_DEFAULT_TYPE,
+                    "type": AGENT_DEFAULT_TYPE,
                     "kind": "semantic",
                     "content": content,
                     "description": describe(content)[:MAX_DESCRIPTION_CHARS],
                     "tags": _tags(piece.headings),
                     "metadata": {"imported_from": relative, "heading_path": [h for h in piece.headings if h]},
-                    "importance": 1.0,
+                    "importance": DEFAULT_IMPORTANCE,
                     "created_at": stamp,
                     "updated_at": stamp,
                     "last_accessed_at": stamp,
@@ -169,10 +170,10 @@ def seed_line(data: dict[str, Any], owner: str) -> dict[str, Any]:
     memory is a semantic fact here) and defaults `type` to `fact`."""
     out = dict(data)
     out.setdefault("kind", "semantic")
-    out["type"] = out.get("type") or SEED_DEFAULT_TYPE
+    out["type"] = out.get("type") or AGENT_DEFAULT_TYPE
     out["owner_id"] = out.get("owner_id") or owner
     if out.get("importance") is None:
-        out["importance"] = 1.0
+        out["importance"] = DEFAULT_IMPORTANCE
     return out
 
 

@@ -24,10 +24,12 @@ import numpy as np
 from hypermnesia import validation
 from hypermnesia.embedded_pg import resolve_database_url
 from hypermnesia.errors import InvalidArgument, NotFound, StartupError
+from hypermnesia.kinds import DEFAULT_IMPORTANCE, DEFAULT_TYPE
 from hypermnesia.migrator import migrate
 from hypermnesia.pin import VECTOR_TABLES, ensure_embedding_pin, read_pin
 from hypermnesia.pool import connect_pool
 from hypermnesia.settings import CurationSettings
+from hypermnesia.times import iso_exact
 from hypermnesia.wording import count
 from services.curation import entities, maintenance_repo, memory_fields, payloads, rawlog, repo
 from services.curation.embedding import embedding_text
@@ -121,7 +123,7 @@ async def purge(pool: asyncpg.Pool, memory_id_text: str, principal: str) -> int:
             if predecessor is not None and predecessor["superseded_by"] == memory_id:
                 reclose = {
                     "id": str(predecessor["id"]),
-                    "valid_to": memory_fields.iso(predecessor["valid_to"]),
+                    "valid_to": iso_exact(predecessor["valid_to"]),
                 }
         if row is not None:
             # The delete trigger (migration 0023) takes its df counts, kept vector, own evidence
@@ -290,9 +292,9 @@ def parse_line(number: int, line: str) -> dict[str, Any]:
         fields["tags"] = validation.check_tags(list(fields.get("tags") or []))
         for name in ("updated_at", "last_accessed_at", "valid_from"):
             fields[name] = fields[name] or fields["created_at"]
-        fields["type"] = fields["type"] or "note"
+        fields["type"] = fields["type"] or DEFAULT_TYPE
         fields["description"] = fields["description"] or ""
-        fields["importance"] = 1.0 if fields["importance"] is None else fields["importance"]
+        fields["importance"] = DEFAULT_IMPORTANCE if fields["importance"] is None else fields["importance"]
         fields["decay_class"] = fields["decay_class"] or "slow"
         if not isinstance(fields.get("metadata") or {}, dict):
             raise ValueError("metadata is not an object")

@@ -30,6 +30,7 @@ import asyncpg
 
 from hypermnesia import row_security, validation
 from hypermnesia.errors import InvalidArgument
+from hypermnesia.kinds import DECAY_CLASS_FOR_KIND
 from hypermnesia.scopes import permits, require
 from hypermnesia.v1 import intelligence_pb2
 from services.curation import (
@@ -238,7 +239,12 @@ class Consolidator:
                     promote.append(row["id"])
                 else:
                     expire.append(row["id"])
-            changes = {"kind": "episodic", "decay_class": "medium", "expires_at": None, "updated_at": now}
+            changes = {
+                "kind": "episodic",
+                "decay_class": DECAY_CLASS_FOR_KIND["episodic"],
+                "expires_at": None,
+                "updated_at": now,
+            }
             for memory_id in promote:
                 await repo.update_memory(conn, memory_id, changes, None)
             await rawlog.append_many(

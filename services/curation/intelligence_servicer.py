@@ -5,13 +5,13 @@ and re-check every scope against the caller's grants."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC
 
 import asyncpg
 import grpc
 
 from hypermnesia.grpc_server import Registration
 from hypermnesia.settings import CurationSettings
+from hypermnesia.times import field_time
 from hypermnesia.v1 import intelligence_pb2, intelligence_pb2_grpc
 from hypermnesia.wal import report_commit
 from services.curation.consolidation import Consolidator
@@ -145,8 +145,8 @@ class IntelligenceServicer(intelligence_pb2_grpc.IntelligenceServicer):
             _grants(request.caller),
             request.job,
             request.scope,
-            since=request.since.ToDatetime(tzinfo=UTC) if request.HasField("since") else None,
-            until=request.until.ToDatetime(tzinfo=UTC) if request.HasField("until") else None,
+            since=field_time(request, "since"),
+            until=field_time(request, "until"),
         )
         await self._committed(context)
         return intelligence_pb2.ConsolidateResponse(reports=[r.to_message() for r in reports])

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from hypermnesia import memory_rows
+from hypermnesia.times import iso_exact, parse_iso
 
 # Column -> JSON codec name, in INSERT order (defined with the rest of the row in memory_rows).
 COLUMNS = memory_rows.COLUMNS
@@ -22,17 +22,6 @@ SELECT_LIST = ", ".join(COLUMNS)
 
 # Side effects of reads (retrieval bumps them outside the raw log), so a replay cannot know them.
 ACCESS_COLUMNS = ("last_accessed_at", "access_count")
-
-
-def iso(value: datetime | None) -> str | None:
-    return None if value is None else value.astimezone(UTC).isoformat(timespec="microseconds")
-
-
-def parse_time(value: str | datetime | None) -> datetime | None:
-    if value is None or isinstance(value, datetime):
-        return value
-    parsed = datetime.fromisoformat(value)
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def to_json(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -45,7 +34,7 @@ def to_json(row: Mapping[str, Any]) -> dict[str, Any]:
         elif codec == "uuid":
             out[name] = str(value)
         elif codec == "time":
-            out[name] = iso(value)
+            out[name] = iso_exact(value)
         elif codec == "json":
             out[name] = json.loads(value) if isinstance(value, str) else dict(value)
         elif codec == "list":
@@ -70,7 +59,7 @@ def from_json(data: Mapping[str, Any]) -> dict[str, Any]:
         elif codec == "uuid":
             out[name] = uuid.UUID(str(value))
         elif codec == "time":
-            out[name] = parse_time(value)
+            out[name] = parse_iso(value)
         elif codec == "float":
             out[name] = float(value)
         elif codec == "int":

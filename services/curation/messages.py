@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC
 from typing import Any
 
 from google.protobuf.json_format import MessageToDict
-from google.protobuf.timestamp_pb2 import Timestamp
 
 from hypermnesia.memory_rows import memory_from_row
+from hypermnesia.times import field_time, timestamp
 from hypermnesia.v1 import curation_pb2
 from services.curation.records import RecordSpec
 
@@ -21,7 +20,7 @@ def record_spec(message: curation_pb2.RecordInput) -> RecordSpec:
         content=message.content,
         source_ref=message.source_ref or None,
         thread_id=message.thread_id or None,
-        created_at=message.created_at.ToDatetime(tzinfo=UTC) if message.HasField("created_at") else None,
+        created_at=field_time(message, "created_at"),
         metadata=MessageToDict(message.metadata),
         prev_source_ref=message.prev_source_ref or None,
         topic_id=message.topic_id or None,
@@ -37,8 +36,7 @@ def record_spec(message: curation_pb2.RecordInput) -> RecordSpec:
 
 
 def record_view(row: Mapping[str, Any], memory: Mapping[str, Any] | None) -> curation_pb2.RecordView:
-    created = Timestamp()
-    created.FromDatetime(row["created_at"])
+    created = timestamp(row["created_at"])
     view = curation_pb2.RecordView(
         id=str(row["id"]),
         seq=int(row["seq"]),

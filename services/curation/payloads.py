@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from hypermnesia.times import iso_exact, parse_iso
 from services.curation import memory_fields
-from services.curation.memory_fields import iso, parse_time
 
 PAYLOAD_VERSION = 1
 
@@ -55,7 +55,7 @@ def update(memory_id: uuid.UUID, changes: Mapping[str, Any], **extra: Any) -> di
 
 
 def event(op: str, memory_id: uuid.UUID, at: datetime, **extra: Any) -> dict[str, Any]:
-    data = {"v": PAYLOAD_VERSION, "op": op, "id": str(memory_id), "at": iso(at)}
+    data = {"v": PAYLOAD_VERSION, "op": op, "id": str(memory_id), "at": iso_exact(at)}
     data.update(extra)
     return data
 
@@ -66,7 +66,7 @@ def evidence(derived: uuid.UUID, premises: list[uuid.UUID], at: datetime) -> dic
         "op": "evidence",
         "id": str(derived),
         "premises": [str(p) for p in premises],
-        "at": iso(at),
+        "at": iso_exact(at),
     }
 
 
@@ -102,16 +102,16 @@ def apply(state: dict[uuid.UUID, dict[str, Any]], payload: Mapping[str, Any]) ->
         reclose = payload.get("reclose")
         if reclose and (old := state.get(uuid.UUID(reclose["id"]))) is not None:
             old["superseded_by"] = memory_id
-            old["valid_to"] = parse_time(reclose["valid_to"])
+            old["valid_to"] = parse_iso(reclose["valid_to"])
     elif current is None or op in ("evidence", "perspective"):
         return  # a later purge removed it; or graph data, replayed by `edges`, not a column
     elif op == "update":
         current.update(memory_fields.from_json_partial(payload["set"]))
     elif op == "archive":
-        current["archived_at"] = parse_time(payload["at"])
+        current["archived_at"] = parse_iso(payload["at"])
     elif op == "restore":
         current["archived_at"] = None
-        current["last_accessed_at"] = parse_time(payload["at"])
+        current["last_accessed_at"] = parse_iso(payload["at"])
     elif op == "retire":
-        current["archived_at"] = parse_time(payload["at"])
-        current["valid_to"] = parse_time(payload["at"])
+        current["archived_at"] = parse_iso(payload["at"])
+        current["valid_to"] = parse_iso(payload["at"])

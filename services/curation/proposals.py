@@ -19,12 +19,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
-from google.protobuf import timestamp_pb2
 
 from hypermnesia import row_security, validation
 from hypermnesia.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 from hypermnesia.memory_rows import is_live
 from hypermnesia.scopes import permits, require
+from hypermnesia.times import iso, optional_timestamp
 from hypermnesia.v1 import intelligence_pb2
 from services.curation import entities, graph_repo, lifecycle, metrics, payloads, proposals_repo, rawlog, repo
 from services.curation.embedding import BatchEmbedder, embedding_text
@@ -60,14 +60,6 @@ class Draft:
         return hashlib.sha256(material.encode()).hexdigest()
 
 
-def _ts(value: datetime | None) -> timestamp_pb2.Timestamp | None:
-    if value is None:
-        return None
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromDatetime(value)
-    return stamp
-
-
 def proposal_message(
     row: Mapping[str, Any], readable: set[uuid.UUID] | None = None
 ) -> intelligence_pb2.Proposal:
@@ -84,9 +76,9 @@ def proposal_message(
         evidence=[str(e) for e in row["evidence"] if readable is None or e in readable],
         supersedes=str(row["supersedes"] or ""),
         mode=row["mode"],
-        created_at=_ts(row["created_at"]),
+        created_at=optional_timestamp(row["created_at"]),
         decided_by=row["decided_by"] or "",
-        decided_at=_ts(row["decided_at"]),
+        decided_at=optional_timestamp(row["decided_at"]),
         decision_reason=row["decision_reason"] or "",
         result_id=str(row["result_id"] or ""),
     )
@@ -236,7 +228,7 @@ class Proposals:
                     "kind": p["kind"],
                     "decision": decision,
                     "decided_by": principal,
-                    "decided_at": now.isoformat(),
+                    "decided_at": iso(now),
                     "reason": reason or None,
                     "result_id": str(result) if result else None,
                 },

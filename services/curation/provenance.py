@@ -21,6 +21,7 @@ import asyncpg
 
 from hypermnesia.errors import InvalidArgument, NotFound
 from hypermnesia.scopes import permits
+from hypermnesia.times import iso
 from services.curation import rawlog
 
 _MAX_LINEAGE = 1000
@@ -31,10 +32,6 @@ def _parse(memory_id_text: str) -> uuid.UUID:
         return uuid.UUID(memory_id_text)
     except ValueError as exc:
         raise InvalidArgument(f"{memory_id_text!r} is not a memory id (a UUID)") from exc
-
-
-def _iso(value: Any) -> str | None:
-    return value.isoformat() if value is not None else None
 
 
 async def _records(conn: asyncpg.Connection, where: str, *args: Any) -> list[dict[str, Any]]:
@@ -64,7 +61,7 @@ async def _records(conn: asyncpg.Connection, where: str, *args: Any) -> list[dic
                 "operation": row["operation"],
                 "author": row["author"],
                 "scope": row["scope"],
-                "created_at": _iso(row["created_at"]),
+                "created_at": iso(row["created_at"]),
                 "source_ref": row["source_ref"],
                 "record_hash": row["record_hash"],
                 "content_sha256": row["content_sha256"],
@@ -155,7 +152,7 @@ async def provenance(
                 "role": "made this memory" if p["result_id"] == memory_id else "quotes it as evidence",
                 "evidence": [str(e) for e in p["evidence"]],
                 "decided_by": p["decided_by"],
-                "decided_at": _iso(p["decided_at"]),
+                "decided_at": iso(p["decided_at"]),
                 "reason": p["decision_reason"],
                 "records": await _records(conn, "r.target_id = $1", p["id"]),
             }

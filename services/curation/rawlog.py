@@ -17,15 +17,13 @@ from typing import Any
 
 import asyncpg
 
+from hypermnesia.times import iso_exact
+
 GENESIS_HASH = "0" * 64
 
 
 def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
-def _iso(value: datetime) -> str:
-    return value.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 def row_fields(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -42,7 +40,7 @@ def row_fields(row: Mapping[str, Any]) -> dict[str, Any]:
         "prev_source_ref": row["prev_source_ref"],
         "thread_id": row["thread_id"],
         "topic_id": row["topic_id"],
-        "created_at": _iso(row["created_at"]),
+        "created_at": iso_exact(row["created_at"]),
     }
 
 

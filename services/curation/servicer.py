@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC
 from typing import Any
 
 import grpc
@@ -13,6 +12,7 @@ from hypermnesia import status, validation
 from hypermnesia.errors import InvalidArgument, NotFound
 from hypermnesia.memory_rows import memory_from_row
 from hypermnesia.scopes import permits, require
+from hypermnesia.times import field_time
 from hypermnesia.v1 import common_pb2, curation_pb2, curation_pb2_grpc
 from hypermnesia.wal import report_commit
 from services.curation import fusion_refits, records_repo, repo, tasks
@@ -185,8 +185,8 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
                 conn,
                 list(request.scopes),
                 types,
-                request.since.ToDatetime(tzinfo=UTC) if request.HasField("since") else None,
-                request.until.ToDatetime(tzinfo=UTC) if request.HasField("until") else None,
+                field_time(request, "since"),
+                field_time(request, "until"),
                 request.thread_id or None,
                 limit,
             )

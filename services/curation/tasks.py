@@ -24,6 +24,7 @@ import asyncpg
 from hypermnesia.entities import extract
 from hypermnesia.errors import FailedPrecondition, InvalidArgument, NotFound
 from hypermnesia.scopes import permits
+from hypermnesia.times import iso
 from services.curation import payloads, rawlog, repo
 from services.curation.writer import new_memory
 
@@ -180,7 +181,7 @@ async def decide(
         **meta.get("task", {}),
         "status": "confirmed" if decision == "confirm" else "dismissed",
         "decided_by": principal,
-        "decided_at": now.isoformat(),
+        "decided_at": iso(now),
     }
     changes: dict[str, Any] = {"metadata": meta, "updated_at": now}
     if decision == "confirm":

@@ -16,7 +16,13 @@ import numpy as np
 from hypermnesia import validation
 from hypermnesia.embedder_client import EmbedderClient
 from hypermnesia.errors import FailedPrecondition, InvalidArgument, NotFound
-from hypermnesia.kinds import DECAY_CLASS_FOR_KIND, DEFAULT_KIND
+from hypermnesia.kinds import (
+    DECAY_CLASS_FOR_KIND,
+    DECAY_CLASSES,
+    DEFAULT_IMPORTANCE,
+    DEFAULT_KIND,
+    DEFAULT_TYPE,
+)
 from hypermnesia.memory_rows import is_live
 from hypermnesia.scopes import permits, require
 from services.curation import entities, memory_fields, payloads, rawlog, repo
@@ -25,9 +31,7 @@ from services.curation.embedding import BatchEmbedder, embedding_text
 
 log = logging.getLogger(__name__)
 
-DEFAULT_IMPORTANCE = 1.0
 WORKING_TTL = timedelta(hours=48)
-DECAY_CLASSES = ("none", "slow", "medium", "fast")
 
 __all__ = ["MemoryWriter", "SaveInput", "SaveResult", "UpdateInput", "new_memory"]
 
@@ -82,7 +86,7 @@ def new_memory(
         "id": memory_id,
         "scope": scope,
         "owner_id": owner,
-        "type": "note",
+        "type": DEFAULT_TYPE,
         "kind": kind,
         "description": "",
         "content": content,
@@ -164,7 +168,7 @@ class MemoryWriter:
         duplicate = verdict.duplicate
         now = datetime.now(UTC)
         text_fields: dict[str, Any] = {
-            "type": item.type or "note",
+            "type": item.type or DEFAULT_TYPE,
             "description": item.description,
             "content": item.content,
             "tags": list(item.tags),

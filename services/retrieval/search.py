@@ -17,6 +17,7 @@ import numpy as np
 from hypermnesia import recall_depth, validation
 from hypermnesia.embedder_client import QUERY, EmbedderClient
 from hypermnesia.errors import FailedPrecondition, InvalidArgument, Unavailable
+from hypermnesia.fusions import FUSIONS
 from hypermnesia.scopes import require
 from hypermnesia.settings import RetrievalSettings
 from services.retrieval import fusion as fusion_signals
@@ -35,7 +36,6 @@ from services.retrieval.scoring import (
 
 log = logging.getLogger(__name__)
 
-FUSIONS = ("rrf", "boost", "weighted", "adaptive", "dense", "bm25")
 MODES = ("answer", "manager")
 EMBEDDER_UNAVAILABLE = "embedder_unavailable"
 RERANK_UNAVAILABLE = "rerank_unavailable"

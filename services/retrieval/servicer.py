@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import asyncpg
 import grpc
@@ -12,6 +11,7 @@ from hypermnesia import status, validation
 from hypermnesia.errors import InvalidArgument, NotFound
 from hypermnesia.memory_rows import memory_from_row
 from hypermnesia.scopes import permits, require
+from hypermnesia.times import field_time
 from hypermnesia.v1 import common_pb2, retrieval_pb2, retrieval_pb2_grpc
 from services.retrieval import reads, repo, versions
 from services.retrieval.context import ContextAssembler, ContextInput
@@ -21,12 +21,6 @@ from services.retrieval.search import Searcher, SearchInput
 
 DEFAULT_LIST_LIMIT = 50
 DEFAULT_STATS_DAYS = 7
-
-
-def _time(request: Any, name: str) -> datetime | None:
-    if not request.HasField(name):
-        return None
-    return getattr(request, name).ToDatetime(tzinfo=UTC)
 
 
 class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
@@ -52,9 +46,9 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
             kinds=list(request.kinds),
             types=list(request.types),
             repo=request.repo,
-            since=_time(request, "since"),
-            until=_time(request, "until"),
-            as_of=_time(request, "as_of"),
+            since=field_time(request, "since"),
+            until=field_time(request, "until"),
+            as_of=field_time(request, "as_of"),
             mode=request.mode,
             include_archived=request.include_archived,
             rerank=request.rerank,
@@ -134,7 +128,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
             tags=list(request.tags),
             kinds=list(request.kinds),
             types=list(request.types),
-            as_of=_time(request, "as_of"),
+            as_of=field_time(request, "as_of"),
             include_archived=request.include_archived,
             include_stale=request.include_stale,
         )

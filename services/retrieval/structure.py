@@ -20,6 +20,7 @@ from hypermnesia.errors import NotFound
 from hypermnesia.grpc_server import Registration
 from hypermnesia.structure_glob import GlobError, compile_glob, normalize_path
 from hypermnesia.structure_map import check_repo
+from hypermnesia.times import timestamp
 from hypermnesia.v1 import structure_pb2, structure_pb2_grpc
 from services.retrieval import structure_repo
 from services.retrieval.replica import ReadRouter
@@ -145,7 +146,7 @@ async def project_map(pool: asyncpg.Pool, repo: str) -> structure_pb2.ProjectMap
         source_sha256=info["source_sha256"],
         loaded_by=info["loaded_by"],
     )
-    response.loaded_at.FromDatetime(info["loaded_at"])
+    response.loaded_at.CopyFrom(timestamp(info["loaded_at"]))
     return response
 
 

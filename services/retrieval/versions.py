@@ -18,9 +18,8 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from google.protobuf.timestamp_pb2 import Timestamp
-
 from hypermnesia.scopes import permits
+from hypermnesia.times import timestamp
 from hypermnesia.v1 import retrieval_pb2
 
 __all__ = ["CHANGE_OPERATION", "of_chain"]
@@ -69,8 +68,7 @@ def _versions(
     out = []
     for record in picked:
         payload = json.loads(record["payload"]) if record["payload"] is not None else None
-        at = Timestamp()
-        at.FromDatetime(record["created_at"])
+        at = timestamp(record["created_at"])
         version = retrieval_pb2.MemoryVersion(
             memory_id=str(memory_id),
             record_id=str(record["id"]),

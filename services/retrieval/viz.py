@@ -12,6 +12,7 @@ from hypermnesia import validation
 from hypermnesia.errors import InvalidArgument
 from hypermnesia.grpc_server import Registration
 from hypermnesia.scopes import require
+from hypermnesia.times import field_time, timestamp
 from hypermnesia.v1 import viz_pb2, viz_pb2_grpc
 from services.retrieval import viz_repo
 from services.retrieval.replica import ReadRouter
@@ -24,10 +25,6 @@ DEFAULT_LIMIT = 2000
 # A browser draws 5,000 nodes with their edges smoothly; the SQL stays well within a second there.
 MAX_LIMIT = 5000
 LABEL_CHARS = 80
-
-
-def _time(request: viz_pb2.VizGraphRequest, name: str) -> datetime | None:
-    return getattr(request, name).ToDatetime(tzinfo=UTC) if request.HasField(name) else None
 
 
 def _label(row: asyncpg.Record) -> str:
@@ -51,7 +48,7 @@ class VizServicer(viz_pb2_grpc.VizServicer):
         limit = request.limit or DEFAULT_LIMIT
         if not 1 <= limit <= MAX_LIMIT:
             raise InvalidArgument(f"limit is {limit}; the map draws 1 to {MAX_LIMIT:,} nodes")
-        since, until = _time(request, "since"), _time(request, "until")
+        since, until = field_time(request, "since"), field_time(request, "until")
         if since is not None and until is not None and since >= until:
             raise InvalidArgument("since must be before until")
         return viz_repo.GraphFilter(scopes, list(request.kinds), since, until, limit)
@@ -85,9 +82,9 @@ class VizServicer(viz_pb2_grpc.VizServicer):
                 superseded_by=str(r["superseded_by"] or ""),
                 stale=r["stale"],
             )
-            node.created_at.FromDatetime(r["created_at"])
+            node.created_at.CopyFrom(timestamp(r["created_at"]))
             if r["archived_at"] is not None:
-                node.archived_at.FromDatetime(r["archived_at"])
+                node.archived_at.CopyFrom(timestamp(r["archived_at"]))
             nodes.append(node)
         return viz_pb2.VizGraphResponse(
             nodes=nodes,

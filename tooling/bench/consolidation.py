@@ -25,10 +25,10 @@ from typing import Any
 
 import grpc
 import numpy as np
-from google.protobuf import timestamp_pb2
 
 from hypermnesia.embedded_pg import resolve_database_url
 from hypermnesia.pool import connect_pool
+from hypermnesia.times import optional_timestamp
 from hypermnesia.v1 import (
     common_pb2,
     curation_pb2,
@@ -47,12 +47,6 @@ IMPORT_BATCH = 500
 RANDOM_PAIRS = 2000
 
 
-def _ts(value: Any) -> timestamp_pb2.Timestamp:
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromDatetime(value)
-    return stamp
-
-
 async def _import(stub: curation_pb2_grpc.CurationAsyncStub, docs: list[datasets.Doc], scope: str) -> None:
     for start in range(0, len(docs), IMPORT_BATCH):
         records = [
@@ -62,7 +56,7 @@ async def _import(stub: curation_pb2_grpc.CurationAsyncStub, docs: list[datasets
                 content=d.content,
                 source_ref=f"{d.thread_id}/{d.ref}",
                 thread_id=d.thread_id,
-                created_at=_ts(d.created_at),
+                created_at=optional_timestamp(d.created_at),
             )
             for d in docs[start : start + IMPORT_BATCH]
         ]

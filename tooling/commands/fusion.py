@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from hypermnesia.settings import CurationSettings
+from hypermnesia.times import iso
 from tooling.console import configure_logging, fail, load_settings, run_async
 
 
@@ -17,10 +18,6 @@ def _settings() -> CurationSettings:
     settings = load_settings(CurationSettings)
     configure_logging("WARNING" if settings.log_level == "INFO" else settings.log_level)
     return settings
-
-
-def _iso(value: Any) -> str | None:
-    return value.isoformat() if value is not None else None
 
 
 def cmd_refit(args: argparse.Namespace) -> None:
@@ -41,7 +38,7 @@ def cmd_refit(args: argparse.Namespace) -> None:
             json.dumps(
                 {
                     "refit": done.id,
-                    "at": _iso(done.at),
+                    "at": iso(done.at),
                     "reason": done.reason,
                     "keys": [
                         {
@@ -81,7 +78,7 @@ def cmd_show(args: argparse.Namespace) -> None:
             "lexical_weight": lexical_share(r["estimate"]),
             "observations": r["observations"],
             "refit": r["refit_id"],
-            "at": _iso(r["at"]),
+            "at": iso(r["at"]),
             "reason": r["reason"],
         }
         for r in current
@@ -89,7 +86,7 @@ def cmd_show(args: argparse.Namespace) -> None:
     history = [
         {
             "refit": r["id"],
-            "at": _iso(r["at"]),
+            "at": iso(r["at"]),
             "reason": r["reason"],
             "scopes": None if r["scopes"] is None else list(r["scopes"]),
             "keys": r["keys"],

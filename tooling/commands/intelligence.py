@@ -146,7 +146,8 @@ def _iso_time(text: str) -> datetime:
 
 
 def cmd_consolidate(args: argparse.Namespace) -> None:
-    from gateway.shaping import consolidate_report_json, timestamp
+    from gateway.shaping import consolidate_report_json
+    from hypermnesia.times import timestamp
 
     request = intelligence_pb2.ConsolidateRequest(caller=_operator(), job=args.job, scope=args.scope or "")
     if args.since is not None:

@@ -6,8 +6,14 @@ import argparse
 import json
 from pathlib import Path
 
-# The single legs first: the bar every fusion is read against (docs/EVAL.md).
-FUSIONS = ("dense", "bm25", "weighted", "boost", "rrf", "adaptive")
+from hypermnesia import fusions
+
+# The eval table's order: the single legs first (the bar every fusion is read against, docs/EVAL.md),
+# then the fixed blends, then adaptive; a fusion this order does not name yet comes last.
+_TABLE_ORDER = ("dense", "bm25", "weighted", "boost", "rrf", "adaptive")
+FUSIONS = tuple(
+    sorted(fusions.FUSIONS, key=lambda f: _TABLE_ORDER.index(f) if f in _TABLE_ORDER else len(_TABLE_ORDER))
+)
 DATASETS = ("locomo", "locomo-proactive", "scifact", "scifact-train", "wordnet")
 # Not a retrieval set: the dedupe gate's labelled pairs (tooling/evaluation/dedupe_pairs.py).
 DEDUPE = "dedupe"

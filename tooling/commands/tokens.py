@@ -11,6 +11,7 @@ from typing import Any
 
 from hypermnesia.scopes import PROJECT_PREFIX
 from hypermnesia.settings import CurationSettings
+from hypermnesia.times import iso
 from hypermnesia.wording import count
 from tooling.console import configure_logging, load_settings, run_async
 
@@ -22,9 +23,6 @@ def _settings() -> CurationSettings:
 
 
 def _row_json(row: Any) -> dict[str, Any]:
-    def iso(value: Any) -> str | None:
-        return value.isoformat() if value is not None else None
-
     return {
         "id": str(row["id"]),
         "principal": row["principal"],
@@ -117,7 +115,7 @@ def cmd_revoke(args: argparse.Namespace) -> None:
             return await tokens.revoke(pool, args.id)
 
     row = run_async(go)
-    print(f"revoked token {row['id']} of {row['principal']} (at {row['revoked_at'].isoformat()})")
+    print(f"revoked token {row['id']} of {row['principal']} (at {iso(row['revoked_at'])})")
 
 
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:

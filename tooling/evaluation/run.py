@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from google.protobuf import timestamp_pb2
 from tqdm import tqdm
 
 from hypermnesia.embedded_pg import resolve_database_url
 from hypermnesia.settings import RetrievalSettings
+from hypermnesia.times import optional_timestamp
 from hypermnesia.v1 import common_pb2, curation_pb2, curation_pb2_grpc, retrieval_pb2, retrieval_pb2_grpc
 from services.curation import fusion_refits
 from tooling.evaluation import datasets
@@ -78,14 +78,6 @@ class FusionResult:
         return self.questions / self.search_seconds if self.search_seconds else 0.0
 
 
-def _ts(value: Any) -> timestamp_pb2.Timestamp | None:
-    if value is None:
-        return None
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromDatetime(value)
-    return stamp
-
-
 async def _import(
     stub: curation_pb2_grpc.CurationAsyncStub, corpus: datasets.Corpus, scope: str, kind: str, progress: tqdm
 ) -> dict[str, str]:
@@ -101,7 +93,7 @@ async def _import(
                 description=d.description,
                 source_ref=d.ref,
                 thread_id=d.thread_id,
-                created_at=_ts(d.created_at),
+                created_at=optional_timestamp(d.created_at),
             )
             for d in batch
         ]
