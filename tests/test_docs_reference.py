@@ -506,7 +506,7 @@ def test_architecture_walks_name_modules_and_functions_that_exist() -> None:
 
 def test_the_architecture_check_can_fail() -> None:
     searcher = ROOT / "services" / "retrieval" / "search.py"
-    assert _defines(searcher, "Searcher.search") and _defines(searcher, "FUSIONS")
+    assert _defines(searcher, "Searcher.search") and _defines(searcher, "MODES")
     assert not _defines(searcher, "Searcher.nosuch") and not _defines(searcher, "nosuch")
 
 
