@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
 import pytest
 import uvicorn
 
+from gateway import records
 from gateway.app import HTTP_PARSER, create_app
-from gateway.auth import Session
+from gateway.auth import Authenticator, Identity, Session
 from gateway.backends import Backends
 from gateway.fields import Request, field
 from gateway.operations import OPERATIONS, SEARCH, WRITE, Operation, Route, Tool
 from gateway.rest import PATH_PARAMETER
+from hypermnesia.scopes import Principal
 from hypermnesia.settings import GatewaySettings
 from tests.conftest import TOKENS, free_port
 from tests.helpers import mcp_session, tool_json
@@ -55,7 +57,7 @@ FAKE = Operation(
 async def gateway() -> AsyncIterator[str]:
     """A gateway serving the table plus FAKE, with a write bucket of BURST (refilled once a minute)."""
     settings = GatewaySettings(
-        auth_tokens=TOKENS,
+        auth_tokens={**TOKENS, "carol-token": {"principal": "carol", "scopes": ["project:*"]}},
         require_auth=True,
         retrieval_address=f"127.0.0.1:{free_port()}",
         curation_address=f"127.0.0.1:{free_port()}",
@@ -187,6 +189,28 @@ async def test_each_rest_body_is_its_tools_input_schema(gateway: str) -> None:
     assert compared == sum(len(op.rest) for op in (*OPERATIONS, FAKE) if op.tool is not None)
 
 
+async def test_the_caller_is_resolved_once_per_request(gateway: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The limiter, the roots resolver and the session all read the caller from the request's scope:
+    one rate-limited call (REST or MCP) resolves its token once."""
+    resolved: list[str] = []
+    identity = Authenticator.identity
+
+    async def counted(self: Authenticator, headers: Mapping[str, str]) -> Identity:
+        resolved.append(headers.get("authorization", ""))
+        return await identity(self, headers)
+
+    monkeypatch.setattr(Authenticator, "identity", counted)
+    carol = {"Authorization": "Bearer carol-token"}
+    async with httpx.AsyncClient(base_url=gateway, timeout=30) as http:
+        answer = await http.post("/echo", json={"text": "once"}, headers=carol)
+    assert answer.status_code == 200 and answer.json()["principal"] == "carol"
+    assert resolved == ["Bearer carol-token"]
+    async with mcp_session(f"{gateway}/mcp", "carol-token", "carols", tools="full") as client:
+        resolved.clear()
+        assert tool_json(await client.call_tool("test_echo", {"text": "once"}))["principal"] == "carol"
+    assert resolved == ["Bearer carol-token"]
+
+
 def test_every_limited_operation_is_a_write_or_a_search_and_named_once() -> None:
     assert {op.limit for op in OPERATIONS} == {WRITE, SEARCH, None}
     tools = [op.tool.name for op in OPERATIONS if op.tool is not None]
@@ -195,3 +219,28 @@ def test_every_limited_operation_is_a_write_or_a_search_and_named_once() -> None
     by_tool = {op.tool.name: op for op in OPERATIONS if op.tool is not None}
     assert by_tool["memory_save"].limit == WRITE and by_tool["memory_search"].limit == SEARCH
     assert by_tool["memory_get"].limit is None
+
+
+async def test_an_operations_deadline_is_the_tables() -> None:
+    """A deadline in the table lengthens the operation's service calls (never shortens them);
+    one given as a function is the request's (an import's grows with its records)."""
+    seen: list[float] = []
+
+    async def deadline(backends: Backends, session: Session, request: Echo) -> dict[str, Any]:
+        seen.append(backends.timeout_s)
+        return {}
+
+    settings = GatewaySettings()
+    backends = Backends(f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}", 5.0)
+    session = Session(Principal("alice", ("*",)), "project:x", "header")
+    try:
+        for timeout_s in (60.0, 1.0, None, lambda request: 10.0 * len(request.text)):
+            operation = Operation(Echo, deadline, timeout_s=timeout_s)
+            await operation.bind(settings, [])(backends, session, Echo(text="abc"))
+        assert seen == [60.0, 5.0, 5.0, 30.0]
+        assert backends.timeout_s == 5.0
+        imports = next(op for op in OPERATIONS if op.function is records.import_records)
+        many = records.ImportRecords(records=[records.AppendRecord(content=f"r{i}") for i in range(100)])
+        assert callable(imports.timeout_s) and imports.timeout_s(many) == 130.0
+    finally:
+        await backends.close()
