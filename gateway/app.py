@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +17,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gateway import viz
 from gateway.auth import Authenticator
 from gateway.backends import Backends
 from gateway.errors import error_body, http_status, invalid_request, names_an_unknown_field
 from gateway.limits import MCP_PATH, Limits, RateLimiter
 from gateway.mcp_tools import build_mcp
+from gateway.operations import OPERATIONS, Operation
 from gateway.pages import McpOnly, add_pages, no_such_path
-from gateway.rest import build_router
+from gateway.rest import build_router, lean_parameters
 from hypermnesia import __version__
 from hypermnesia.errors import HypermnesiaError
 from hypermnesia.settings import GatewaySettings
@@ -75,12 +75,16 @@ async def health_report(backends: Backends) -> tuple[int, dict[str, Any]]:
     return code, {"status": status, "version": __version__, "checks": checks, "versions": versions}
 
 
-def create_app(settings: GatewaySettings, backends: Backends | None = None) -> FastAPI:
+def create_app(
+    settings: GatewaySettings, backends: Backends | None = None, operations: Sequence[Operation] = OPERATIONS
+) -> FastAPI:
+    """The app serving `operations` (gateway.operations' table) over REST and MCP."""
     backends = backends or Backends(
         settings.retrieval_address, settings.curation_address, settings.rpc_timeout_s
     )
     auth = Authenticator.from_settings(settings, backends.resolve_token)
-    mcp = build_mcp(backends, auth, settings)
+    limiter = RateLimiter.from_settings(settings)
+    mcp = build_mcp(backends, auth, settings, limiter=limiter, operations=operations)
     mcp_app = mcp.streamable_http_app(streamable_http_path=MCP_PATH, host=settings.host)
 
     @contextlib.asynccontextmanager
@@ -137,8 +141,15 @@ def create_app(settings: GatewaySettings, backends: Backends | None = None) -> F
     async def metrics() -> PlainTextResponse:
         return PlainTextResponse(generate_latest().decode(), media_type=CONTENT_TYPE_LATEST)
 
-    app.include_router(build_router())
-    app.include_router(viz.build_router())
+    tool_names = [op.tool.name for op in operations if op.tool is not None]
+    app.include_router(build_router(operations, [op.bind(settings, tool_names) for op in operations]))
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            lean_parameters(FastAPI.openapi(app))
+        return app.openapi_schema  # type: ignore[return-value]
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     # The web UI (built from ui/ into static/ui, shipped in the package): public files; every call
     # it makes carries the token the person signs in with. Before "/", where MCP answers /mcp and
@@ -156,8 +167,9 @@ def create_app(settings: GatewaySettings, backends: Backends | None = None) -> F
     app.add_middleware(
         Limits,
         max_body_bytes=settings.max_body_bytes,
-        limiter=RateLimiter.from_settings(settings),
+        limiter=limiter,
         auth=auth,
+        operations=operations,
     )
     return app
 

@@ -22,8 +22,10 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import grpc
+from starlette.types import Scope
 
 from hypermnesia.errors import HypermnesiaError
 from hypermnesia.scopes import (
@@ -42,6 +44,7 @@ __all__ = [
     "AUTH_HINT",
     "PROJECT_HEADER",
     "Authenticator",
+    "Identity",
     "Resolver",
     "Session",
     "Unauthenticated",
@@ -57,6 +60,15 @@ MAX_CACHED_TOKENS = 10_000
 
 # sha256 hex of a token -> its principal, or None when the store does not know it (or revoked it).
 Resolver = Callable[[str], Awaitable[Principal | None]]
+
+
+# Where identity_of keeps a request's caller in its ASGI scope's state.
+IDENTITY_KEY = "hm_identity"
+
+
+class Identity(NamedTuple):
+    principal: Principal
+    needs_grant: bool
 
 
 class Unauthenticated(HypermnesiaError):
@@ -136,10 +148,25 @@ class Authenticator:
             cache_s=settings.token_cache_s,
         )
 
-    async def principal(self, headers: Mapping[str, str]) -> Principal:
-        return (await self._identify(headers))[0]
+    async def identity_of(self, scope: Scope) -> Identity:
+        """The caller of an HTTP request, resolved once and kept in the request's ASGI scope: the
+        limiter, the route and the MCP tool all read it there. A failure is kept too, and raised
+        again to whichever asks (the route answers it, naming the header to send)."""
+        state = scope.setdefault("state", {})
+        known = state.get(IDENTITY_KEY)
+        if known is None:
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+            try:
+                known = await self.identity(headers)
+            except HypermnesiaError as exc:
+                known = exc
+            state[IDENTITY_KEY] = known
+        if isinstance(known, HypermnesiaError):
+            raise known
+        assert isinstance(known, Identity)
+        return known
 
-    async def _identify(self, headers: Mapping[str, str]) -> tuple[Principal, bool]:
+    async def identity(self, headers: Mapping[str, str]) -> Identity:
         """The caller's principal, and whether its project scope needs a grant: true for a store
         token (and for every token under HM_PROJECT_REQUIRES_GRANT)."""
         raw = headers.get("authorization", "")
@@ -147,16 +174,16 @@ class Authenticator:
         token = token.strip()
         bearer = bool(token) and scheme.lower() == "bearer"
         if bearer and token in self.tokens:
-            return self.tokens[token], self.project_requires_grant
+            return Identity(self.tokens[token], self.project_requires_grant)
         if not self.require_auth:
-            return Principal(ANONYMOUS, ("*",)), self.project_requires_grant
+            return Identity(Principal(ANONYMOUS, ("*",)), self.project_requires_grant)
         if not raw:
             raise Unauthenticated(f"missing bearer token; {AUTH_HINT}")
         if not bearer:
             raise Unauthenticated(f"the Authorization header is not a bearer token; {AUTH_HINT}")
         stored = await self._stored(token)
         if stored is not None:
-            return stored, True
+            return Identity(stored, True)
         raise Unauthenticated(
             "unknown bearer token (or a revoked one); use a token listed in HM_AUTH_TOKENS or made by "
             f"`hypermnesia token create` ({AUTH_HINT})"
@@ -181,10 +208,13 @@ class Authenticator:
             self._cache[digest] = (now + self.cache_s, principal)
         return principal
 
-    async def session(self, headers: Mapping[str, str], root: str | None = None) -> Session:
+    async def session(
+        self, headers: Mapping[str, str], root: str | None = None, identity: Identity | None = None
+    ) -> Session:
         """The session of a request: its principal and project. `root` is the first workspace root
-        the MCP client advertised (None over REST, or when the client has none)."""
-        principal, needs_grant = await self._identify(headers)
+        the MCP client advertised (None over REST, or when the client has none); `identity` the
+        caller when already resolved (identity_of), else it is resolved from the headers."""
+        principal, needs_grant = identity or await self.identity(headers)
         name = headers.get(PROJECT_HEADER, "").strip()
         if name:
             return Session(principal, project_scope(name), "header", needs_grant)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections import OrderedDict
 from typing import Any, TypeVar
 
@@ -113,6 +114,13 @@ class Backends:
         ):
             for value in vars(stub).values():
                 self._routes[id(value)] = (channel, service)
+
+    def within(self, timeout_s: float) -> Backends:
+        """These backends with a deadline of at least `timeout_s` for every call (an operation's,
+        gateway.operations): the same channels and write positions."""
+        longer = copy.copy(self)
+        longer.timeout_s = max(self.timeout_s, timeout_s)
+        return longer
 
     async def call(
         self, method: Method[Request, Response], request: Request, timeout_s: float | None = None

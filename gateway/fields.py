@@ -57,19 +57,25 @@ def lean_schema(schema: dict[str, Any]) -> None:
     session, so what says nothing costs it context for nothing."""
     schema.pop("title", None)
     for prop in schema.get("properties", {}).values():
-        prop.pop("title", None)
-        variants = prop.get("anyOf")
-        if isinstance(variants, list) and {"type": "null"} in variants and len(variants) == 2:
-            (kept,) = [v for v in variants if v != {"type": "null"}]
-            del prop["anyOf"]
-            if prop.get("default", ...) is None:
-                del prop["default"]
-            for key, value in kept.items():
-                prop.setdefault(key, value)
-        enum = prop.pop(ENUM_MARK, None)
-        if enum is not None:
-            target = prop["items"] if prop.get("type") == "array" else prop
-            target["enum"] = enum
+        lean_property(prop)
+
+
+def lean_property(prop: dict[str, Any]) -> None:
+    """One field's schema as lean_schema leaves it (also each query and path parameter's in the
+    OpenAPI document, which FastAPI renders field by field)."""
+    prop.pop("title", None)
+    variants = prop.get("anyOf")
+    if isinstance(variants, list) and {"type": "null"} in variants and len(variants) == 2:
+        (kept,) = [v for v in variants if v != {"type": "null"}]
+        del prop["anyOf"]
+        if prop.get("default", ...) is None:
+            del prop["default"]
+        for key, value in kept.items():
+            prop.setdefault(key, value)
+    enum = prop.pop(ENUM_MARK, None)
+    if enum is not None:
+        target = prop["items"] if prop.get("type") == "array" else prop
+        target["enum"] = enum
 
 
 def _texts(value: Any) -> list[str]:

@@ -34,10 +34,6 @@ DEFAULT_PROPOSALS = 100
 MAX_REASON_CHARS = 2000
 PROPOSAL_STATUSES = ("pending", "approved", "rejected", "all")
 PROPOSAL_DECISIONS = ("approve", "reject")
-# An answer may wait on a search and, when one is configured, on an LLM with retries.
-ASK_TIMEOUT_S = 120.0
-# Approving embeds the new memory before it is written.
-DECIDE_TIMEOUT_S = 60.0
 
 _SCOPE_TO_READ = "Only this scope (e.g. 'shared'); default: your project plus your token's granted scopes."
 
@@ -78,7 +74,7 @@ async def ask(backends: Backends, session: Session, request: AskQuestion) -> dic
         depth=request.depth,
         k=request.k,
     )
-    return ask_json(await backends.call(backends.intelligence.Ask, message, ASK_TIMEOUT_S))
+    return ask_json(await backends.call(backends.intelligence.Ask, message))
 
 
 class ListProposals(Request):
@@ -127,7 +123,7 @@ async def decide_proposal(backends: Backends, session: Session, request: DecideP
     message = intelligence_pb2.DecideProposalRequest(
         caller=caller(session), id=request.proposal_id, decision=request.decision, reason=request.reason
     )
-    response = await backends.call(backends.intelligence.DecideProposal, message, DECIDE_TIMEOUT_S)
+    response = await backends.call(backends.intelligence.DecideProposal, message)
     return {"proposal": proposal_json(response.proposal), "memory_id": response.memory_id or None}
 
 

@@ -3,69 +3,49 @@ limits on writes and on searches (token buckets), for REST and MCP alike.
 
 One ASGI middleware in front of every route, so a refused request never reaches an operation:
 nothing is half-written. The body is refused (413) from its Content-Length, or as soon as a body
-sent without one grows past HM_MAX_BODY_BYTES, before it is read whole. A request over its bucket
-answers 429 with Retry-After on REST, and a tool error on MCP (a JSON-RPC result with isError, what
-an MCP client shows the model as the tool's answer). Refusals are counted in
-`hm_rate_limited_total{kind}`, never labelled by principal (an unbounded label set).
+sent without one grows past HM_MAX_BODY_BYTES, before it is read whole. A REST request over its
+bucket answers 429 with Retry-After from this middleware; an MCP tool call takes its token in the
+tool itself (gateway.mcp_tools), before its arguments are read or any service is called, and over
+its bucket answers a tool error (a result with isError, what an MCP client shows the model as the
+tool's answer). Refusals are counted in `hm_rate_limited_total{kind}`, never labelled by principal
+(an unbounded label set).
 
-Which operations are writes and which are searches is OPERATIONS, the one table: MCP tools by name,
-REST routes by method and path template. Anything not in it (reads by id, listings, health) is not
-rate limited. MCP over stdio (`hypermnesia mcp`) is one local client's own process and is not.
+Which operations are writes and which are searches is each operation's `limit` in the operation
+table (gateway.operations). Anything else (reads by id, listings, health) is not rate limited.
+MCP over stdio (`hypermnesia mcp`) is one local client's own process and is not.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from prometheus_client import Counter
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.auth import Authenticator
+from gateway.operations import SEARCH, WRITE, Operation
 from hypermnesia.errors import HypermnesiaError
 from hypermnesia.settings import GatewaySettings
 
-__all__ = ["OPERATIONS", "SEARCH", "WRITE", "Bucket", "Limits", "RateLimiter"]
+__all__ = ["Bucket", "Limits", "RateLimiter", "Refusal", "rest_kinds"]
 
-WRITE = "write"
-SEARCH = "search"
 
-OPERATIONS: dict[str, str] = {
-    # MCP tool                      # REST route (method and path template)
-    "memory_save": WRITE,           "POST /memories": WRITE,
-    "memory_update": WRITE,         "PATCH /memories/{memory_id}": WRITE,
-    "memory_delete": WRITE,         "DELETE /memories/{memory_id}": WRITE,
-    "memory_forget": WRITE,         "POST /memories/forget": WRITE,
-    "memory_restore": WRITE,        "POST /memories/{memory_id}/restore": WRITE,
-                                    "POST /memories/{memory_id}/archive": WRITE,
-    "memory_supersede": WRITE,      "POST /memories/{memory_id}/supersede": WRITE,
-    "task_decide": WRITE,           "POST /tasks/{task_id}/{decision}": WRITE,
-    "proposal_decide": WRITE,       "POST /proposals/{proposal_id}/approve": WRITE,
-                                    "POST /proposals/{proposal_id}/reject": WRITE,
-                                    "POST /records": WRITE,
-                                    "POST /records/import": WRITE,
-                                    "POST /records/rebuild": WRITE,
-                                    "POST /map/{repo}": WRITE,
-    "memory_search": SEARCH,        "POST /memories/search": SEARCH,
-    "memory_context": SEARCH,       "POST /records/context": SEARCH,
-    "memory_ask": SEARCH,           "POST /dialectic/ask": SEARCH,
-    # The 3D map reads up to 5,000 memories and their edges: as costly as a search.
-                                    "GET /viz/graph": SEARCH,
-}  # fmt: skip
+def rest_kinds(operations: Sequence[Operation]) -> list[tuple[str, re.Pattern[str], str]]:
+    """(method, path pattern, kind) of every rate-limited REST route, matched as the router matches paths."""
+    return [
+        (route.method, compile_path(route.path)[0], operation.limit)
+        for operation in operations
+        if operation.limit is not None
+        for route in operation.rest
+    ]
 
-# The REST side of OPERATIONS: (method, path pattern, kind), matched as the router matches paths.
-_ROUTES = [
-    (method, compile_path(path)[0], kind)
-    for key, kind in OPERATIONS.items()
-    if " " in key
-    for method, path in [key.split(" ", 1)]
-]
 
 RATE_LIMITED = Counter(
     "hm_rate_limited_total", "Requests refused by a rate limit (429 or an MCP tool error)", ["kind"]
@@ -175,11 +155,13 @@ class Limits:
         max_body_bytes: int,
         limiter: RateLimiter,
         auth: Authenticator,
+        operations: Sequence[Operation],
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.limiter = limiter
         self.auth = auth
+        self.routes = rest_kinds(operations)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -190,38 +172,39 @@ class Limits:
         if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
             await self._too_large(scope, receive, send, mcp)
             return
-        kind = _rest_kind(scope) if not mcp else None
-        body: bytes | None = None
-        if mcp and scope["method"] == "POST" or (length is None and _header(scope, b"transfer-encoding")):
-            # A body without a length is read here, up to the limit, and handed on as it came;
-            # an MCP call's body tells which tool it calls.
+        if length is None and _header(scope, b"transfer-encoding"):
+            # A body without a length is read here, up to the limit, and handed on as it came.
             try:
                 body = await self._read_body(receive)
             except BodyTooLarge:
                 await self._too_large(scope, receive, send, mcp)
                 return
             receive = _replay(body, receive)
-        request_id: Any = None
-        if mcp and body:
-            kind, request_id = _tool_kind(body)
+        # An MCP tool call takes its token where the tool is called (gateway.mcp_tools), which
+        # knows the tool without reading the JSON-RPC body here.
+        kind = None if mcp else self._rest_kind(scope)
         if self.limiter.limits_kind(kind):
             assert kind is not None
-            refusal = await self._check(scope, kind)
+            refusal = await self.check(scope, kind)
             if refusal is not None:
-                if mcp:
-                    await _tool_error(send, request_id, refusal, _header(scope, b"mcp-protocol-version"))
-                else:
-                    await _json(send, 429, _error("RESOURCE_EXHAUSTED", refusal.message), refusal.retry_after)
+                await _json(send, 429, _error("RESOURCE_EXHAUSTED", refusal.message), refusal.retry_after)
                 return
         await self.app(scope, receive, send)
 
-    async def _check(self, scope: Scope, kind: str) -> Refusal | None:
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+    def _rest_kind(self, scope: Scope) -> str | None:
+        for method, pattern, kind in self.routes:
+            if scope["method"] == method and pattern.match(scope["path"]):
+                return kind
+        return None
+
+    async def check(self, scope: Scope, kind: str) -> Refusal | None:
+        """A refusal when the caller's `kind` bucket is empty; the caller is the request's
+        (Authenticator.identity_of), found once and kept in its scope."""
         try:
-            principal = await self.auth.principal(headers)
+            identity = await self.auth.identity_of(scope)
         except HypermnesiaError:
             return None  # the route answers 401 (or 503) itself, saying what to send
-        return self.limiter.take(principal.id, kind)
+        return self.limiter.take(identity.principal.id, kind)
 
     async def _read_body(self, receive: Receive) -> bytes:
         chunks: list[bytes] = []
@@ -272,26 +255,6 @@ class Limits:
                 return
 
 
-def _rest_kind(scope: Scope) -> str | None:
-    for method, pattern, kind in _ROUTES:
-        if scope["method"] == method and pattern.match(scope["path"]):
-            return kind
-    return None
-
-
-def _tool_kind(body: bytes) -> tuple[str | None, Any]:
-    """The kind of the tool an MCP request calls (None for any other request) and the request's id."""
-    try:
-        request = json.loads(body)
-    except ValueError:
-        return None, None
-    if not isinstance(request, dict) or request.get("method") != "tools/call":
-        return None, None
-    params = request.get("params")
-    name = params.get("name") if isinstance(params, dict) else None
-    return (OPERATIONS.get(name) if isinstance(name, str) else None), request.get("id")
-
-
 def _replay(body: bytes, receive: Receive) -> Receive:
     sent = False
 
@@ -330,12 +293,3 @@ async def _json(
     if drain is not None:
         await drain()
         await send({"type": "http.response.body", "body": b""})
-
-
-async def _tool_error(send: Send, request_id: Any, refusal: Refusal, version: str | None) -> None:
-    answer: dict[str, Any] = {"content": [{"type": "text", "text": refusal.message}], "isError": True}
-    if version in MODERN_PROTOCOL_VERSIONS:
-        # Required from 2026-07-28 on; older clients were never sent it.
-        answer["resultType"] = "complete"
-    result = {"jsonrpc": "2.0", "id": request_id, "result": answer}
-    await _json(send, 200, result, refusal.retry_after)

@@ -1,10 +1,12 @@
-"""The MCP tool surface (the drop-in `memory_*` tools, task and structure tools, the usage guide).
+"""The MCP tool surface (the drop-in `memory_*` tools, task and structure tools, the usage guide),
+built from the operation table (gateway.operations).
 
 Each tool is an operation's request model and its function: the model is the tool's argument model,
 so its input schema is the model's JSON schema (the same one the OpenAPI document shows), with a
 flat, named parameter per field. Its description says in a sentence or two when to call it (the
 function's docstring, REST's description, is the reference). Which tools and parameters a session
-is shown is its profile's (gateway.tool_profiles).
+is shown is its profile's (gateway.tool_profiles). A tool of a rate-limited operation takes its
+token from the caller's bucket first, before its arguments are read (gateway.limits).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import logging
 import uuid
 import warnings
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -30,10 +32,11 @@ from mcp_types import CallToolResult, ListRootsResult, TextContent
 from mcp_types.version import is_version_at_least
 from pydantic import BaseModel, Field, ValidationError
 
-from gateway import intelligence, mcp_guide, memories, provenance, structure
-from gateway.auth import PROJECT_HEADER, Authenticator, Session
+from gateway.auth import PROJECT_HEADER, Authenticator, Identity, Session
 from gateway.backends import Backends
 from gateway.errors import invalid_request
+from gateway.limits import RateLimiter, Refusal
+from gateway.operations import OPERATIONS, REFUSED, Operation, OperationFn
 from gateway.tool_profiles import ListedByProfile, out_of_profile, session_profile
 from hypermnesia import __version__
 from hypermnesia.errors import HypermnesiaError
@@ -53,8 +56,6 @@ ROOTS_TIMEOUT_S = 5.0
 # The protocol version from which a server asks the client through input_required rounds.
 INPUT_REQUIRED_VERSION = "2026-07-28"
 
-Operation = Callable[[Backends, Session, Any], Awaitable[Any]]
-
 
 class ToolKit:
     """What every tool needs: the backends and the session of a call."""
@@ -65,10 +66,13 @@ class ToolKit:
         auth: Authenticator,
         stdio_headers: Mapping[str, str] | None = None,
         profile: str = "default",
+        limiter: RateLimiter | None = None,
     ) -> None:
         self.backends = backends
         self.auth = auth
         self.stdio_headers = stdio_headers or {}
+        # None over stdio: one local client's own process is not rate limited.
+        self.limiter = limiter
         # The server's tool profile (HM_MCP_TOOLS): a session without the profile header has it.
         self.profile = profile
         # Per handshake-era MCP session: its first workspace root (or None), forgotten with the session.
@@ -81,6 +85,25 @@ class ToolKit:
 
     def request_headers(self, raw: Mapping[str, str] | None) -> dict[str, str]:
         return {k.lower(): v for k, v in (raw if raw is not None else self.stdio_headers).items()}
+
+    async def identity(self, ctx: Context) -> Identity:
+        """The caller: an HTTP request's is resolved once and kept in its scope (the resolver of
+        `root`, the rate limit and the session all ask); a stdio call's from the process's token."""
+        scope = getattr(ctx.request_context.request, "scope", None)
+        if scope is not None:
+            return await self.auth.identity_of(scope)
+        return await self.auth.identity(self.headers_of(ctx))
+
+    async def refusal(self, ctx: Context, kind: str | None) -> Refusal | None:
+        """Why the caller may not make this call now (its `kind` bucket is empty), or None."""
+        if self.limiter is None or not self.limiter.limits_kind(kind):
+            return None
+        assert kind is not None
+        try:
+            identity = await self.identity(ctx)
+        except HypermnesiaError:
+            return None  # the call fails in session_of, naming the header to send
+        return self.limiter.take(identity.principal.id, kind)
 
     async def ask_roots(self, ctx: Context) -> ListRoots | str | None:
         """The resolver of every tool's `root`: the first workspace root the client advertises, when
@@ -95,7 +118,7 @@ class ToolKit:
         if headers.get(PROJECT_HEADER, "").strip():
             return None
         try:
-            await self.auth.principal(headers)
+            await self.identity(ctx)
         except HypermnesiaError:
             return None  # the call fails in session_of, naming the header: no roots round trip first
         capabilities = ctx.client_capabilities
@@ -132,7 +155,7 @@ class ToolKit:
         workspace root (`roots`, what ask_roots resolved), else the default project."""
         headers = self.headers_of(ctx)
         root = _first_root(roots) if isinstance(roots, ListRootsResult) else roots
-        return await self.auth.session(headers, root)
+        return await self.auth.session(headers, root, await self.identity(ctx))
 
 
 def _first_root(listed: ListRootsResult) -> str | None:
@@ -185,15 +208,22 @@ def _names_a_memory(request: BaseModel) -> bool:
 
 
 class ModelTool(Tool):
-    """A tool that answers in this server's words: a call outside the session's tool profile is
-    refused naming the profile that has it, and arguments that fail the request model read as
-    REST's do (gateway.errors), not as pydantic's report."""
+    """A tool that answers in this server's words: a call over the caller's rate limit is refused
+    first, saying when to retry; a call outside the session's tool profile is refused naming the
+    profile that has it, and arguments that fail the request model read as REST's do
+    (gateway.errors), not as pydantic's report."""
 
     admits: Callable[[Context, Mapping[str, Any]], str | None] = Field(exclude=True)
+    limited: Callable[[Context], Awaitable[Refusal | None]] = Field(exclude=True)
 
     async def run(
         self, arguments: dict[str, Any], context: Context[Any, Any], convert_result: bool = False
     ) -> Any:
+        limited = await self.limited(context)
+        if limited is not None:
+            # The bare sentence, as REST's 429 says it: what the model reads as the tool's answer.
+            answer = CallToolResult(content=[TextContent(type="text", text=limited.message)], is_error=True)
+            return self.fn_metadata.convert_result(answer) if convert_result else answer
         refusal = self.admits(context, arguments)
         if refusal is not None:
             raise ToolError(f"Error executing tool {self.name}: {refusal}")
@@ -208,30 +238,20 @@ class ModelTool(Tool):
             raise ToolError(f"Error executing tool {self.name}: {message}") from cause
 
 
-# What model_tool's `when_missing` defaults to: an id that names nothing is refused.
-REFUSED = object()
-
-
-def model_tool(
-    kit: ToolKit,
-    name: str,
-    model: type[BaseModel],
-    operation: Operation,
-    *,
-    description: str,
-    returns: Any = dict[str, Any],
-    answer: Callable[[Any], Any] = lambda out: out,
-    when_missing: Any = REFUSED,
-) -> Tool:
-    """A tool whose parameters are `model`'s fields and whose call is `operation`; `answer` picks
-    what the tool returns from the operation's result (of type `returns`). `when_missing` is the
-    answer for a memory id that names nothing this session can read: unknown, another tenant's,
-    or not an id at all, all answered alike (null for a lookup, as existing clients expect). A tool
-    without one refuses such an id, saying whether it is unknown or not a UUID."""
+def model_tool(kit: ToolKit, operation: Operation, function: OperationFn) -> Tool:
+    """The tool of `operation` (its `tool`): parameters are the request model's fields, the call is
+    `function` (the operation's, bound). `when_missing` is the answer for a memory id that names
+    nothing this session can read: unknown, another tenant's, or not an id at all, all answered
+    alike (null for a lookup, as existing clients expect). A tool without one refuses such an id,
+    saying whether it is unknown or not a UUID."""
+    tool = operation.tool
+    assert tool is not None
+    name, model, description = tool.name, operation.request, tool.description
+    answer, when_missing = tool.answer, tool.when_missing
     arguments: type[BaseModel] = type(
         f"{name}_arguments", (model, _ModelArguments), {"__doc__": model.__doc__}
     )
-    metadata = _structured_output(name, returns)
+    metadata = _structured_output(name, tool.returns)
     metadata.arg_model = arguments
     answers_missing = when_missing is not REFUSED
 
@@ -241,7 +261,7 @@ def model_tool(
             if answers_missing and not _names_a_memory(request):
                 value = when_missing
             else:
-                value = answer(await operation(kit.backends, session, request))
+                value = answer(await function(kit.backends, session, request))
         except HypermnesiaError as exc:
             if not (answers_missing and _is_missing(exc)):
                 raise ToolError(exc.message) from exc
@@ -268,8 +288,12 @@ def model_tool(
             return exc.message
         return out_of_profile(profile, name, given)
 
+    async def limited(ctx: Context) -> Refusal | None:
+        return await kit.refusal(ctx, operation.limit)
+
     return ModelTool(
         admits=admits,
+        limited=limited,
         fn=run,
         name=name,
         title=None,
@@ -289,200 +313,15 @@ def build_mcp(
     auth: Authenticator,
     settings: GatewaySettings,
     stdio_headers: Mapping[str, str] | None = None,
+    *,
+    limiter: RateLimiter | None = None,
+    operations: Sequence[Operation] = OPERATIONS,
 ) -> MCPServer:
-    kit = ToolKit(backends, auth, stdio_headers, settings.mcp_tools)
-    m = memories
-    # The drop-in result shapes where REST's differ: REST pages and envelopes (results + degraded,
-    # memories + total, restored + memory), a tool answers the bare value, each search hit saying
-    # itself what was missing from the answer; a missing memory is null, not an error.
-    one_memory = dict[str, Any] | None
-    many = list[dict[str, Any]]
-    tools = [
-        model_tool(
-            kit,
-            "memory_save",
-            m.SaveMemory,
-            m.save,
-            description="Store a durable fact, preference or decision. Restating a stored one updates it "
-            "(created: false); a near-duplicate that differs is listed under `similar`, to supersede.",
-        ),
-        model_tool(
-            kit,
-            "memory_search",
-            m.SearchMemories,
-            m.search,
-            description="Recall memories by meaning and keywords: call it before answering about the user, the "
-            "project or earlier decisions.",
-            returns=many,
-            answer=lambda out: out["results"],
-        ),
-        model_tool(
-            kit,
-            "memory_get",
-            m.MemoryRef,
-            m.get,
-            description="Fetch one memory by id.",
-            returns=one_memory,
-            when_missing=None,
-        ),
-        model_tool(
-            kit,
-            "memory_update",
-            m.UpdateMemory,
-            m.update,
-            description="Edit a memory in place: only the given fields change; the earlier text stays in "
-            "its history. For a fact that changed, use memory_supersede.",
-            returns=one_memory,
-            when_missing=None,
-        ),
-        model_tool(
-            kit,
-            "memory_delete",
-            m.MemoryRef,
-            m.delete,
-            description="Delete a memory for good (to retire a fact, use memory_supersede or memory_forget). "
-            "`deleted` is false when none with that id is in your scopes.",
-            when_missing={"deleted": False},
-        ),
-        model_tool(
-            kit,
-            "memory_forget",
-            m.ForgetMemories,
-            m.forget,
-            description="Archive stale, unimportant memories (memory_restore undoes it); a dry run unless apply "
-            "is true. `matched` counts them all, `memories` lists at most `limit`.",
-        ),
-        model_tool(
-            kit,
-            "memory_restore",
-            m.MemoryRef,
-            m.restore,
-            description="Bring back a memory that memory_forget archived.",
-            returns=one_memory,
-            answer=lambda out: out["memory"],
-            when_missing=None,
-        ),
-        model_tool(
-            kit,
-            "memory_supersede",
-            m.SupersedeMemory,
-            m.supersede,
-            description="Replace a memory whose fact changed with the corrected one: the old version stays in "
-            "its lineage, and every field not given is kept from it.",
-        ),
-        model_tool(
-            kit,
-            "task_decide",
-            m.DecideTask,
-            m.decide_task,
-            description="Confirm (track it, no expiry) or dismiss (archive) a candidate task extracted from "
-            "a conversation.",
-        ),
-        model_tool(
-            kit,
-            "memory_list",
-            m.ListMemories,
-            m.list_memories,
-            description="A cheap index of memories, newest first: descriptions, no bodies (full=true for them). "
-            "Scan it, then memory_get the one you need.",
-            returns=many,
-            answer=lambda out: out["memories"],
-        ),
-        model_tool(
-            kit,
-            "memory_lineage",
-            m.MemoryRef,
-            m.lineage,
-            description="How a belief changed over time: the supersede chain through a memory and every "
-            "version of its text, oldest first.",
-        ),
-        model_tool(
-            kit,
-            "memory_stats",
-            m.MemoryStats,
-            m.stats,
-            description="Recall health: memories per scope, searches, empty-result rate, latency, recent misses.",
-            answer=m.stats_answer,
-        ),
-        model_tool(
-            kit,
-            "memory_context",
-            m.GetContext,
-            m.assemble_context,
-            description="Call it at the start of a task: procedures, project facts, the rules for `path` (a file "
-            "you will edit), relevant memories and recent work, within token budgets.",
-        ),
-        model_tool(
-            kit,
-            "project_map",
-            structure.ProjectMap,
-            structure.project_map,
-            description="The repository's hand-curated map (components, what each owns, its rules); call it "
-            "when you start working in a repository.",
-        ),
-        model_tool(
-            kit,
-            "rules_for_path",
-            structure.ResolvePath,
-            structure.resolve,
-            description="The rules to follow before editing a file: its component and the constraints that "
-            "apply to it.",
-        ),
-        model_tool(
-            kit,
-            "memory_ask",
-            intelligence.AskQuestion,
-            intelligence.ask,
-            description="Answer a question from memory as claims citing the memories they rest on; it abstains "
-            "when nothing stored answers it.",
-        ),
-        model_tool(
-            kit,
-            "proposals_list",
-            intelligence.ListProposals,
-            intelligence.list_proposals,
-            description="What consolidation proposes (distilled facts, revisions, retirements), each with its "
-            "evidence; nothing is written until a proposal is approved.",
-            returns=many,
-            answer=lambda out: out["proposals"],
-        ),
-        model_tool(
-            kit,
-            "proposal_decide",
-            intelligence.DecideProposal,
-            intelligence.decide_proposal,
-            description="Approve (write what it proposes) or reject (with a reason) a proposal; final.",
-        ),
-        model_tool(
-            kit,
-            "memory_evidence",
-            intelligence.MemoryEvidence,
-            intelligence.evidence,
-            description="A memory's place in the evidence graph: what it rests on and what rests on it.",
-            returns=one_memory,
-            when_missing=None,
-        ),
-        model_tool(
-            kit,
-            "memory_provenance",
-            provenance.MemoryProvenance,
-            provenance.provenance,
-            description="Why a memory exists: the raw-log records it came from and who wrote or approved what.",
-            returns=one_memory,
-            when_missing=None,
-        ),
-    ]
-    guide = mcp_guide.Guide(settings, tool_names=[t.name for t in tools] + ["memory_usage_guide"])
-    tools.append(
-        model_tool(
-            kit,
-            "memory_usage_guide",
-            mcp_guide.GuideRequest,
-            guide,
-            description="How to connect a client and a CLAUDE.md section, from this server's live settings; "
-            "`warnings` names setup problems.",
-        )
-    )
+    """The MCP server of `operations`' tools. `limiter`: the rate limits (None over stdio)."""
+    kit = ToolKit(backends, auth, stdio_headers, settings.mcp_tools, limiter)
+    served = [op for op in operations if op.tool is not None]
+    names = [op.tool.name for op in served if op.tool is not None]
+    tools = [model_tool(kit, op, op.bind(settings, names)) for op in served]
     return MCPServer(
         name="hypermnesia",
         instructions=INSTRUCTIONS,

@@ -448,7 +448,7 @@ async def update(backends: Backends, session: Session, request: UpdateMemory) ->
         set_tags=request.tags is not None,
         set_metadata=request.metadata is not None,
     )
-    out = memory_json(await backends.call(backends.curation.Update, message, 60))
+    out = memory_json(await backends.call(backends.curation.Update, message))
     if _kept_description(request.content, request.description, out):
         out["description_may_be_stale"] = True
     return out

@@ -41,8 +41,6 @@ __all__ = [
     "state",
 ]
 
-# An import embeds every record before it answers; give it time in proportion to its size.
-IMPORT_SECONDS_PER_RECORD = 1.0
 _LOW, _HIGH = IMPORTANCE_RANGE
 _REF = f"at most {MAX_REF_CHARS} characters"
 
@@ -94,7 +92,7 @@ def _record_input(session: Session, record: AppendRecord) -> curation_pb2.Record
 async def append_record(backends: Backends, session: Session, request: AppendRecord) -> dict[str, Any]:
     """Append one raw record; a record with a source_ref already in its scope is not added again."""
     message = curation_pb2.AppendRecordRequest(caller=caller(session), record=_record_input(session, request))
-    response = await backends.call(backends.curation.AppendRecord, message, 60)
+    response = await backends.call(backends.curation.AppendRecord, message)
     return {"id": response.ids[0], "created": response.imported == 1}
 
 
@@ -107,8 +105,7 @@ async def import_records(backends: Backends, session: Session, request: ImportRe
     message = curation_pb2.ImportRecordsRequest(
         caller=caller(session), records=[_record_input(session, r) for r in request.records]
     )
-    timeout_s = 30 + IMPORT_SECONDS_PER_RECORD * len(request.records)
-    response = await backends.call(backends.curation.ImportRecords, message, timeout_s)
+    response = await backends.call(backends.curation.ImportRecords, message)
     return {"imported": response.imported, "skipped": response.skipped, "ids": list(response.ids)}
 
 
@@ -195,7 +192,7 @@ class RebuildRecords(Request):
 async def rebuild(backends: Backends, session: Session, request: RebuildRecords) -> dict[str, Any]:
     """Re-derive the curated memories from the raw log (or, with check, report the differences)."""
     message = to_proto(curation_pb2.RebuildRequest(), request, caller=caller(session))
-    out = await backends.call(backends.curation.Rebuild, message, 3600)
+    out = await backends.call(backends.curation.Rebuild, message)
     return {
         "replayed": out.replayed,
         "live": out.live,

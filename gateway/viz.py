@@ -1,12 +1,9 @@
-"""The 3D memory map's data: `GET /viz/graph`, one request model and one
-operation, served by the retrieval process's Viz service, and the route that takes it.
+"""The 3D memory map's data: `GET /viz/graph` (gateway.operations), one request model and one
+operation, served by the retrieval process's Viz service."""
 
-No `from __future__ import annotations` here: FastAPI reads the route's annotations at runtime."""
+from __future__ import annotations
 
-from typing import Annotated, Any
-
-from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse
+from typing import Any
 
 from gateway.auth import Session
 from gateway.backends import Backends
@@ -17,7 +14,7 @@ from hypermnesia.times import stamp_iso, timestamp
 from hypermnesia.v1 import viz_pb2
 from hypermnesia.validation import KINDS, MAX_SCOPE_CHARS
 
-__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "VizGraph", "build_router", "graph"]
+__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "VizGraph", "graph"]
 
 # The retrieval service's bounds (services/retrieval/viz.py), stated so a client sees them.
 DEFAULT_LIMIT = 2000
@@ -87,17 +84,3 @@ def _node(n: viz_pb2.VizNode) -> dict[str, Any]:
         "superseded_by": n.superseded_by or None,
         "stale": n.stale,
     }
-
-
-def build_router() -> APIRouter:
-    router = APIRouter()
-
-    @router.get("/viz/graph", description=graph.__doc__ or "", response_model=None)
-    async def viz_graph(query: Annotated[VizGraph, Query()], http: Request) -> JSONResponse:
-        state = http.app.state
-        answer = await graph(state.backends, await state.auth.session(http.headers), query)
-        # Straight to JSON: FastAPI's generic encoding of a returned dict walks every value, and
-        # an answer of thousands of nodes and edges is plain JSON already.
-        return JSONResponse(answer)
-
-    return router
