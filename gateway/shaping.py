@@ -424,3 +424,45 @@ def forget_json(out: curation_pb2.ForgetResponse) -> dict[str, Any]:
         "truncated": out.truncated,
         "memories": [memory_json(m) for m in out.memories],
     }
+
+
+def project_map_json(r: structure_pb2.ProjectMapResponse, loaded_by: str) -> dict[str, Any]:
+    """A repository's map; `loaded_by` as the caller may see it (gateway/structure.py decides)."""
+    return {
+        "repo": r.repo,
+        "components": [component_json(c) for c in r.components],
+        "invariants": [constraint_json(c, with_reason=False) for c in r.invariants],
+        "relationships": [
+            {"from": e.from_component, "to": e.to_component, "kind": e.kind} for e in r.relationships
+        ],
+        "source": {
+            "name": r.source_name,
+            "sha256": r.source_sha256,
+            "loaded_at": stamp_iso(r.loaded_at),
+            "loaded_by": loaded_by,
+        },
+    }
+
+
+def resolve_json(r: structure_pb2.ResolvePathResponse) -> dict[str, Any]:
+    return {
+        "repo": r.repo,
+        "path": r.path,
+        "matched": r.matched,
+        "component": component_json(r.component) if r.matched else None,
+        "matched_glob": r.matched_glob or None,
+        "reason": r.reason or None,
+        "constraints": [constraint_json(c) for c in r.constraints],
+        "note": r.note or None,
+    }
+
+
+def load_map_json(r: structure_pb2.LoadMapResponse) -> dict[str, Any]:
+    return {
+        "repo": r.repo,
+        "components": r.components,
+        "constraints": r.constraints,
+        "relationships": r.relationships,
+        "replaced": r.replaced,
+        "sha256": r.source_sha256,
+    }
