@@ -9,7 +9,18 @@ from typing import Any
 from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import IsoTime, Request, field
-from gateway.shaping import caller, hit_json, memory_json, save_json, to_proto, version_json
+from gateway.shaping import (
+    caller,
+    context_json,
+    forget_json,
+    lineage_json,
+    list_json,
+    memory_json,
+    save_json,
+    search_json,
+    stats_json,
+    to_proto,
+)
 from hypermnesia.errors import NotFound
 from hypermnesia.fusions import FUSIONS
 from hypermnesia.kinds import AGENT_DEFAULT_TYPE, DECAY_CLASSES, DEFAULT_IMPORTANCE
@@ -194,12 +205,7 @@ async def search(backends: Backends, session: Session, request: SearchMemories) 
         retrieval_pb2.SearchRequest(), request, caller=caller(session), scopes=_scopes(session, request.scope)
     )
     response = await backends.call(backends.retrieval.Search, message)
-    degraded = list(response.degraded)
-    out: dict[str, Any] = {"results": [hit_json(h, degraded) for h in response.hits], "degraded": degraded}
-    if "depth" in request.model_fields_set:
-        # The envelope existing clients read stays as it was for a search that names no depth.
-        out.update(depth=response.depth, depth_reason=response.depth_reason)
-    return out
+    return search_json(response, with_depth="depth" in request.model_fields_set)
 
 
 class MemoryRef(Request):
@@ -222,10 +228,7 @@ async def lineage(backends: Backends, session: Session, request: MemoryRef) -> d
     does a deleted memory's, `text: "deleted"`)."""
     message = retrieval_pb2.GetRequest(caller=caller(session), id=request.memory_id)
     response = await backends.call(backends.retrieval.Lineage, message)
-    return {
-        "lineage": [memory_json(m) for m in response.memories],
-        "versions": [version_json(n, v) for n, v in enumerate(response.versions, start=1)],
-    }
+    return lineage_json(response)
 
 
 async def delete(backends: Backends, session: Session, request: MemoryRef) -> dict[str, Any]:
@@ -280,17 +283,7 @@ async def list_memories(backends: Backends, session: Session, request: ListMemor
         types=request.type,
     )
     response = await backends.call(backends.retrieval.List, message)
-    memories = []
-    for m in response.memories:
-        item = memory_json(m)
-        if not request.full:
-            item.pop("content")
-        memories.append(item)
-    return {
-        "memories": memories,
-        "total": response.total,
-        "truncated": request.offset + len(memories) < response.total,
-    }
+    return list_json(response, full=request.full, offset=request.offset)
 
 
 class MemoryStats(Request):
@@ -307,57 +300,7 @@ async def stats(backends: Backends, session: Session, request: MemoryStats) -> d
         retrieval_pb2.StatsRequest(), request, caller=caller(session), scopes=_scopes(session, request.scope)
     )
     response = await backends.call(backends.retrieval.Stats, message)
-    return {
-        "scopes": [
-            {"scope": s.scope, "live": s.live, "archived": s.archived, "superseded": s.superseded}
-            for s in response.scopes
-        ],
-        "days": response.days,
-        "searches": response.searches,
-        "empty": response.empty_searches,
-        "empty_rate": round(response.empty_rate, 4),
-        "avg_hits": round(response.avg_hits, 3),
-        "avg_top_score": round(response.avg_top_score, 4),
-        "latency_ms": {
-            "p50": round(response.p50_ms, 2),
-            "p95": round(response.p95_ms, 2),
-            "p99": round(response.p99_ms, 2),
-        },
-        "degraded_rate": round(response.degraded_rate, 4),
-        "recent_misses": list(response.recent_misses),
-    }
-
-
-def stats_answer(stats: dict[str, Any]) -> dict[str, Any]:
-    """`memory_stats`' answer: `stats` in seed 001's shape, which its clients read (store size under
-    `memories`, search health under `searches`, misses as `recent_empty_queries`). REST's /stats
-    keeps the flat form its UI reads."""
-    by_scope = [
-        {"scope": s["scope"], "active": s["live"], "archived": s["archived"], "superseded": s["superseded"]}
-        for s in stats["scopes"]
-    ]
-    latency = stats["latency_ms"]
-    return {
-        "days": stats["days"],
-        "memories": {
-            "active": sum(s["active"] for s in by_scope),
-            "archived": sum(s["archived"] for s in by_scope),
-            "superseded": sum(s["superseded"] for s in by_scope),
-            "by_scope": by_scope,
-        },
-        "searches": {
-            "total": stats["searches"],
-            "empty": stats["empty"],
-            "empty_rate": stats["empty_rate"],
-            "avg_hits": stats["avg_hits"],
-            "avg_top_score": stats["avg_top_score"],
-            "p50_latency_ms": latency["p50"],
-            "p95_latency_ms": latency["p95"],
-            "p99_latency_ms": latency["p99"],
-            "degraded_rate": stats["degraded_rate"],
-        },
-        "recent_empty_queries": [{"query": q} for q in stats["recent_misses"]],
-    }
+    return stats_json(response)
 
 
 class GetContext(Request):
@@ -400,25 +343,7 @@ async def assemble_context(backends: Backends, session: Session, request: GetCon
         repo=repo,
     )
     response = await backends.call(backends.retrieval.AssembleContext, message)
-    return {
-        "layers": {
-            layer.name: {
-                "text": layer.text,
-                "tokens": layer.tokens,
-                "budget": layer.budget,
-                "cited_ids": list(layer.cited_ids),
-                "dropped": layer.dropped,
-            }
-            for layer in response.layers
-        },
-        "context": "\n\n".join(layer.text for layer in response.layers if layer.text),
-        "total_tokens": response.total_tokens,
-        "mode": response.mode,
-        "mode_reason": response.mode_reason,
-        "depth": response.depth,
-        "depth_reason": response.depth_reason,
-        "degraded": list(response.degraded),
-    }
+    return context_json(response)
 
 
 class UpdateMemory(Request):
@@ -486,15 +411,7 @@ async def forget(backends: Backends, session: Session, request: ForgetMemories) 
         caller=caller(session),
         scopes=[request.scope or session.project_scope],
     )
-    out = await backends.call(backends.curation.Forget, message)
-    return {
-        "dry_run": not out.applied,
-        "matched": out.matched,
-        "archived": out.archived,
-        "applied": out.applied,
-        "truncated": out.truncated,
-        "memories": [memory_json(m) for m in out.memories],
-    }
+    return forget_json(await backends.call(backends.curation.Forget, message))
 
 
 class SupersedeMemory(Request):

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 from fastapi import Path, Query, Request
 from pydantic import BaseModel
 
-from gateway import intelligence, mcp_guide, memories, provenance, records, structure, viz
+from gateway import intelligence, mcp_guide, memories, provenance, records, shaping, structure, viz
 from gateway.auth import Session
 from gateway.backends import Backends
 from hypermnesia.errors import InvalidArgument
@@ -320,7 +320,7 @@ OPERATIONS: tuple[Operation, ...] = (
         tool=Tool(
             "memory_stats",
             "Recall health: memories per scope, searches, empty-result rate, latency, recent misses.",
-            answer=memories.stats_answer,
+            answer=shaping.stats_answer,
         ),
     ),
     Operation(

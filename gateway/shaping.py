@@ -302,3 +302,167 @@ def consolidate_report_json(r: intelligence_pb2.ConsolidateReport) -> dict[str, 
         "coverage": r.coverage or None,
         "read": r.read,
     }
+
+
+def search_json(response: retrieval_pb2.SearchResponse, *, with_depth: bool) -> dict[str, Any]:
+    """A search's answer: the hits (evidence rows after them), `degraded`, and the depth used and
+    why when the request named one."""
+    degraded = list(response.degraded)
+    out: dict[str, Any] = {"results": [hit_json(h, degraded) for h in response.hits], "degraded": degraded}
+    if with_depth:
+        # The envelope existing clients read stays as it was for a search that names no depth.
+        out.update(depth=response.depth, depth_reason=response.depth_reason)
+    return out
+
+
+def lineage_json(response: retrieval_pb2.LineageResponse) -> dict[str, Any]:
+    return {
+        "lineage": [memory_json(m) for m in response.memories],
+        "versions": [version_json(n, v) for n, v in enumerate(response.versions, start=1)],
+    }
+
+
+def list_json(response: retrieval_pb2.ListResponse, *, full: bool, offset: int) -> dict[str, Any]:
+    """A page of the index: without `full`, descriptions and metadata, no bodies."""
+    memories = []
+    for m in response.memories:
+        item = memory_json(m)
+        if not full:
+            item.pop("content")
+        memories.append(item)
+    return {
+        "memories": memories,
+        "total": response.total,
+        "truncated": offset + len(memories) < response.total,
+    }
+
+
+def stats_json(response: retrieval_pb2.StatsResponse) -> dict[str, Any]:
+    """Recall health in the flat form REST's /stats answers (its UI reads it)."""
+    return {
+        "scopes": [
+            {"scope": s.scope, "live": s.live, "archived": s.archived, "superseded": s.superseded}
+            for s in response.scopes
+        ],
+        "days": response.days,
+        "searches": response.searches,
+        "empty": response.empty_searches,
+        "empty_rate": round(response.empty_rate, 4),
+        "avg_hits": round(response.avg_hits, 3),
+        "avg_top_score": round(response.avg_top_score, 4),
+        "latency_ms": {
+            "p50": round(response.p50_ms, 2),
+            "p95": round(response.p95_ms, 2),
+            "p99": round(response.p99_ms, 2),
+        },
+        "degraded_rate": round(response.degraded_rate, 4),
+        "recent_misses": list(response.recent_misses),
+    }
+
+
+def stats_answer(stats: dict[str, Any]) -> dict[str, Any]:
+    """`memory_stats`' answer: `stats` in seed 001's shape, which its clients read (store size under
+    `memories`, search health under `searches`, misses as `recent_empty_queries`). REST's /stats
+    keeps the flat form its UI reads."""
+    by_scope = [
+        {"scope": s["scope"], "active": s["live"], "archived": s["archived"], "superseded": s["superseded"]}
+        for s in stats["scopes"]
+    ]
+    latency = stats["latency_ms"]
+    return {
+        "days": stats["days"],
+        "memories": {
+            "active": sum(s["active"] for s in by_scope),
+            "archived": sum(s["archived"] for s in by_scope),
+            "superseded": sum(s["superseded"] for s in by_scope),
+            "by_scope": by_scope,
+        },
+        "searches": {
+            "total": stats["searches"],
+            "empty": stats["empty"],
+            "empty_rate": stats["empty_rate"],
+            "avg_hits": stats["avg_hits"],
+            "avg_top_score": stats["avg_top_score"],
+            "p50_latency_ms": latency["p50"],
+            "p95_latency_ms": latency["p95"],
+            "p99_latency_ms": latency["p99"],
+            "degraded_rate": stats["degraded_rate"],
+        },
+        "recent_empty_queries": [{"query": q} for q in stats["recent_misses"]],
+    }
+
+
+def context_json(response: retrieval_pb2.ContextResponse) -> dict[str, Any]:
+    """The assembled context: each layer, the whole block, and how it was chosen."""
+    return {
+        "layers": {
+            layer.name: {
+                "text": layer.text,
+                "tokens": layer.tokens,
+                "budget": layer.budget,
+                "cited_ids": list(layer.cited_ids),
+                "dropped": layer.dropped,
+            }
+            for layer in response.layers
+        },
+        "context": "\n\n".join(layer.text for layer in response.layers if layer.text),
+        "total_tokens": response.total_tokens,
+        "mode": response.mode,
+        "mode_reason": response.mode_reason,
+        "depth": response.depth,
+        "depth_reason": response.depth_reason,
+        "degraded": list(response.degraded),
+    }
+
+
+def forget_json(out: curation_pb2.ForgetResponse) -> dict[str, Any]:
+    return {
+        "dry_run": not out.applied,
+        "matched": out.matched,
+        "archived": out.archived,
+        "applied": out.applied,
+        "truncated": out.truncated,
+        "memories": [memory_json(m) for m in out.memories],
+    }
+
+
+def project_map_json(r: structure_pb2.ProjectMapResponse, loaded_by: str) -> dict[str, Any]:
+    """A repository's map; `loaded_by` as the caller may see it (gateway/structure.py decides)."""
+    return {
+        "repo": r.repo,
+        "components": [component_json(c) for c in r.components],
+        "invariants": [constraint_json(c, with_reason=False) for c in r.invariants],
+        "relationships": [
+            {"from": e.from_component, "to": e.to_component, "kind": e.kind} for e in r.relationships
+        ],
+        "source": {
+            "name": r.source_name,
+            "sha256": r.source_sha256,
+            "loaded_at": stamp_iso(r.loaded_at),
+            "loaded_by": loaded_by,
+        },
+    }
+
+
+def resolve_json(r: structure_pb2.ResolvePathResponse) -> dict[str, Any]:
+    return {
+        "repo": r.repo,
+        "path": r.path,
+        "matched": r.matched,
+        "component": component_json(r.component) if r.matched else None,
+        "matched_glob": r.matched_glob or None,
+        "reason": r.reason or None,
+        "constraints": [constraint_json(c) for c in r.constraints],
+        "note": r.note or None,
+    }
+
+
+def load_map_json(r: structure_pb2.LoadMapResponse) -> dict[str, Any]:
+    return {
+        "repo": r.repo,
+        "components": r.components,
+        "constraints": r.constraints,
+        "relationships": r.relationships,
+        "replaced": r.replaced,
+        "sha256": r.source_sha256,
+    }

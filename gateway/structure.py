@@ -8,10 +8,9 @@ from typing import Any
 from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import Request, field
-from gateway.shaping import caller, component_json, constraint_json, to_proto
+from gateway.shaping import caller, load_map_json, project_map_json, resolve_json, to_proto
 from hypermnesia.scopes import PROJECT_PREFIX, permits, require
 from hypermnesia.structure_map import MAX_SOURCE_BYTES
-from hypermnesia.times import stamp_iso
 from hypermnesia.v1 import structure_pb2
 
 __all__ = ["LoadMap", "ProjectMap", "ResolvePath", "load", "project_map", "resolve"]
@@ -54,20 +53,7 @@ async def project_map(backends: Backends, session: Session, request: ProjectMap)
         repo=_readable_repo(session, request.repo),
     )
     r = await backends.call(backends.structure.ProjectMap, message)
-    return {
-        "repo": r.repo,
-        "components": [component_json(c) for c in r.components],
-        "invariants": [constraint_json(c, with_reason=False) for c in r.invariants],
-        "relationships": [
-            {"from": e.from_component, "to": e.to_component, "kind": e.kind} for e in r.relationships
-        ],
-        "source": {
-            "name": r.source_name,
-            "sha256": r.source_sha256,
-            "loaded_at": stamp_iso(r.loaded_at),
-            "loaded_by": _loaded_by(session, r.repo, r.loaded_by),
-        },
-    }
+    return project_map_json(r, _loaded_by(session, r.repo, r.loaded_by))
 
 
 class ResolvePath(Request):
@@ -87,16 +73,7 @@ async def resolve(backends: Backends, session: Session, request: ResolvePath) ->
         repo=_readable_repo(session, request.repo),
     )
     r = await backends.call(backends.structure.ResolvePath, message)
-    return {
-        "repo": r.repo,
-        "path": r.path,
-        "matched": r.matched,
-        "component": component_json(r.component) if r.matched else None,
-        "matched_glob": r.matched_glob or None,
-        "reason": r.reason or None,
-        "constraints": [constraint_json(c) for c in r.constraints],
-        "note": r.note or None,
-    }
+    return resolve_json(r)
 
 
 class LoadMap(Request):
@@ -112,11 +89,4 @@ async def load(backends: Backends, session: Session, request: LoadMap) -> dict[s
         structure_pb2.LoadMapRequest(), request, caller=caller(session), repo=_repo(session, request.repo)
     )
     r = await backends.call(backends.structure_admin.LoadMap, message)
-    return {
-        "repo": r.repo,
-        "components": r.components,
-        "constraints": r.constraints,
-        "relationships": r.relationships,
-        "replaced": r.replaced,
-        "sha256": r.source_sha256,
-    }
+    return load_map_json(r)

@@ -11,6 +11,7 @@ import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from hypermnesia.v1 import common_pb2, curation_pb2, curation_pb2_grpc, retrieval_pb2, retrieval_pb2_grpc
+from services.retrieval.filters import Prefilter
 from services.retrieval.search import SearchInput
 from tests.conftest import Stack
 
@@ -106,8 +107,8 @@ async def test_an_expired_turn_is_not_a_thread_neighbour(stack: Stack) -> None:
                 principal="alice",
                 grants=("project:*",),
                 query="ledger canary deploy health check",
-                scopes=[SCOPE],
                 k=10,
+                filters=Prefilter(scopes=[SCOPE]),
                 min_similarity=0.0,
                 relative_cutoff=0.0,
             )

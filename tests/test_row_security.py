@@ -367,7 +367,11 @@ async def test_the_lexical_leg_keeps_its_index_and_results_under_row_security(
         assert "hm_grant_patterns" in plan or "InitPlan" in plan, plan  # the policy is there
         # The same search as the service's owner and as alice: the same hits, scored the same.
         query = SearchInput(
-            principal="alice", grants=tuple(ALICE.grants), query="quasar calibration", scopes=[scope], k=10
+            principal="alice",
+            grants=tuple(ALICE.grants),
+            query="quasar calibration",
+            k=10,
+            filters=Prefilter(scopes=[scope]),
         )
         as_owner = await stack.searcher.search(query, log=False)
         with row_security.acting_as(row_security.for_caller(ALICE.grants)):

@@ -27,6 +27,7 @@ from hypermnesia import recall_depth, validation
 from hypermnesia.embedder_client import EmbedderClient
 from hypermnesia.errors import HypermnesiaError, InvalidArgument, Unavailable
 from services.retrieval import reads, structure
+from services.retrieval.filters import Prefilter
 from services.retrieval.search import Evidence, Searcher, SearchInput, SearchOutput
 
 log = logging.getLogger(__name__)
@@ -190,11 +191,9 @@ class ContextAssembler:
                 principal=q.principal,
                 grants=q.grants,
                 query=q.query,
-                scopes=q.scopes,
                 k=k,
-                kinds=kinds,
+                filters=Prefilter(scopes=q.scopes, kinds=kinds, include_stale=q.include_stale),
                 mode=mode,
-                include_stale=q.include_stale,
                 depth=depth,
             ),
             log=False,
@@ -279,8 +278,8 @@ class ContextAssembler:
             if recall_depth.hops_for(depth_used) and rows:
                 evidence = await self.searcher.evidence(
                     SearchInput(
-                        principal=q.principal, grants=q.grants, query="", scopes=scopes, k=0,
-                        include_stale=q.include_stale,
+                        principal=q.principal, grants=q.grants, query="", k=0,
+                        filters=Prefilter(scopes=scopes, include_stale=q.include_stale),
                     ),
                     [r["id"] for r in rows],
                     recall_depth.hops_for(depth_used),
@@ -301,7 +300,12 @@ class ContextAssembler:
         if searches:
             self.searcher.log_searches(
                 SearchInput(
-                    principal=q.principal, grants=q.grants, query=q.query, scopes=scopes, k=0, mode=mode
+                    principal=q.principal,
+                    grants=q.grants,
+                    query=q.query,
+                    k=0,
+                    filters=Prefilter(scopes=scopes),
+                    mode=mode,
                 ),
                 searches,
                 (time.perf_counter() - started) * 1000,

@@ -10,6 +10,8 @@ from datetime import datetime
 from typing import Any
 
 from hypermnesia.memory_rows import fresh_sql, live_sql
+from hypermnesia.times import field_time
+from hypermnesia.v1 import retrieval_pb2
 
 # A derived conclusion is a memory with evidence edges (derived -> premise); the edges' primary
 # key (derived_id, premise_id) answers this per row with one index probe.
@@ -38,6 +40,16 @@ class Prefilter:
         """Filters beyond scope and liveness, which may leave few rows of a large scope."""
         return bool(
             self.tags or self.kinds or self.types or self.repo or self.since or self.until or self.topic
+        )
+
+    def liveness(self) -> Prefilter:
+        """The same scopes, as live (or stale, archived, as of) as asked, without the narrowing
+        filters: what a hit's evidence is read under."""
+        return Prefilter(
+            scopes=self.scopes,
+            as_of=self.as_of,
+            include_archived=self.include_archived,
+            include_stale=self.include_stale,
         )
 
     def sql(self, first_param: int) -> tuple[str, list[Any]]:
@@ -83,3 +95,20 @@ class Prefilter:
         if self.stored_only:
             parts.append(STORED_SQL)
         return " AND ".join(parts), params
+
+
+def search_prefilter(request: retrieval_pb2.SearchRequest) -> Prefilter:
+    """A search request's filters, read once from the proto. The topic restriction (topic_only)
+    and derived conclusions (recall depth) are the search's to add: both need validating first."""
+    return Prefilter(
+        scopes=list(request.scopes),
+        tags=list(request.tags),
+        kinds=list(request.kinds),
+        types=list(request.types),
+        repo=request.repo,
+        since=field_time(request, "since"),
+        until=field_time(request, "until"),
+        as_of=field_time(request, "as_of"),
+        include_archived=request.include_archived,
+        include_stale=request.include_stale,
+    )

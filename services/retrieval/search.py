@@ -46,24 +46,17 @@ class SearchInput:
     principal: str
     grants: tuple[str, ...]
     query: str
-    scopes: list[str]
     k: int
-    tags: list[str] = field(default_factory=list)
+    # Which rows may answer (scopes, tags, kinds, types, repo, time range, liveness), built once from
+    # the request (filters.search_prefilter); the search adds the topic restriction and the depth.
+    filters: Prefilter
     min_similarity: float | None = None
     relative_cutoff: float | None = None
     fusion: str = ""
-    kinds: list[str] = field(default_factory=list)
-    types: list[str] = field(default_factory=list)
-    repo: str = ""
-    since: datetime | None = None
-    until: datetime | None = None
-    as_of: datetime | None = None
     mode: str = ""
-    include_archived: bool = False
     rerank: bool = False
     topic: str = ""
     topic_only: bool = False  # an optional topic filter: only memories filed under `topic`
-    include_stale: bool = False  # stale conclusions come back, flagged (left out by default)
     depth: str = ""  # recall depth (hypermnesia/recall_depth.py); empty = derived
 
 
@@ -144,22 +137,23 @@ class Searcher:
     def _validate(self, q: SearchInput) -> tuple[str, str, str]:
         validation.check_query(q.query)
         validation.check_k(q.k, self.settings.search_max_k)
-        if not q.scopes:
+        f = q.filters
+        if not f.scopes:
             raise InvalidArgument("no scope to search; name a scope or grant the token one")
-        for scope in q.scopes:
+        for scope in f.scopes:
             validation.check_scope(scope)
-        validation.check_tags(q.tags)
+        validation.check_tags(f.tags)
         if q.topic:
             validation.check_topic(q.topic)
         elif q.topic_only:
             raise InvalidArgument("topic_only needs a topic: name the topic to restrict the search to")
-        for kind in q.kinds:
+        for kind in f.kinds:
             validation.check_kind(kind)
-        for type_ in q.types:
+        for type_ in f.types:
             validation.check_type(type_)
-        if q.repo:
-            validation.check_ref(q.repo, "repo")
-        require(q.grants, q.scopes)
+        if f.repo:
+            validation.check_ref(f.repo, "repo")
+        require(q.grants, f.scopes)
         fusion = q.fusion or self.settings.fusion
         if fusion not in FUSIONS:
             raise InvalidArgument(f"fusion {fusion!r} is unknown; use one of {', '.join(FUSIONS)}")
@@ -169,7 +163,7 @@ class Searcher:
         for name, value in (("min_similarity", q.min_similarity), ("relative_cutoff", q.relative_cutoff)):
             if value is not None and not 0.0 <= value <= 1.0:
                 raise InvalidArgument(f"{name} must be between 0 and 1")
-        if q.since and q.until and q.since >= q.until:
+        if f.since and f.until and f.since >= f.until:
             raise InvalidArgument("since must be earlier than until")
         return fusion, mode, recall_depth.check_depth(q.depth, recall_depth.DERIVED)
 
@@ -204,18 +198,9 @@ class Searcher:
         cq = repo.CandidateQuery.from_settings(
             self.settings,
             fusion_signals.lexical_text(q.query) if self.settings.hybrid_search or vector is None else "",
-            Prefilter(
-                scopes=q.scopes,
-                tags=q.tags,
-                kinds=q.kinds,
-                types=q.types,
-                repo=q.repo,
-                since=q.since,
-                until=q.until,
-                as_of=q.as_of,
-                include_archived=q.include_archived,
+            replace(
+                q.filters,
                 topic=q.topic if q.topic_only else "",
-                include_stale=q.include_stale,
                 stored_only=depth == recall_depth.EXPLICIT,
             ),
             q.k,
@@ -330,12 +315,7 @@ class Searcher:
             pool or self.pool,
             hits,
             hits,
-            Prefilter(
-                scopes=q.scopes,
-                as_of=q.as_of,
-                include_archived=q.include_archived,
-                include_stale=q.include_stale,
-            ),
+            q.filters.liveness(),
             hops,
             recall_depth.MAX_ROWS,
         )
@@ -358,7 +338,7 @@ class Searcher:
             for c in candidates:
                 c.entity_overlap = signals.jaccard(wanted, linked.get(c.id, frozenset()))
         if w.task > 0:
-            active = await signals.active_task_ids(pool, q.scopes, ids)
+            active = await signals.active_task_ids(pool, q.filters.scopes, ids)
             for c in candidates:
                 c.task_bonus = signals.TASK_BONUS if c.id in active else 0.0
 
@@ -380,7 +360,7 @@ class Searcher:
 
     def _after_search(self, q: SearchInput, out: SearchOutput, *, log: bool) -> None:
         """Access bumps and the search_log row, written off the hot path (bookkeeping.py)."""
-        bump = q.as_of is None and self.settings.search_bump_access
+        bump = q.filters.as_of is None and self.settings.search_bump_access
         accessed = [uuid.UUID(str(c.id)) for c in out.hits] if bump else []
         row = self._log_row(q, out) if log else None
         if accessed or row:
@@ -415,7 +395,7 @@ class Searcher:
         return {
             "at": datetime.now(UTC),
             "principal": q.principal,
-            "scopes": q.scopes,
+            "scopes": q.filters.scopes,
             "query": q.query,
             "k": q.k,
             "candidates": out.candidates,

@@ -15,7 +15,7 @@ from hypermnesia.times import field_time
 from hypermnesia.v1 import common_pb2, retrieval_pb2, retrieval_pb2_grpc
 from services.retrieval import reads, repo, versions
 from services.retrieval.context import ContextAssembler, ContextInput
-from services.retrieval.filters import Prefilter
+from services.retrieval.filters import Prefilter, search_prefilter
 from services.retrieval.replica import ReadRouter
 from services.retrieval.search import Searcher, SearchInput
 
@@ -37,24 +37,15 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
             principal=request.caller.principal,
             grants=tuple(request.caller.grants),
             query=request.query,
-            scopes=list(request.scopes),
-            tags=list(request.tags),
             k=request.k,
+            filters=search_prefilter(request),
             min_similarity=request.min_similarity if request.HasField("min_similarity") else None,
             relative_cutoff=request.relative_cutoff if request.HasField("relative_cutoff") else None,
             fusion=request.fusion,
-            kinds=list(request.kinds),
-            types=list(request.types),
-            repo=request.repo,
-            since=field_time(request, "since"),
-            until=field_time(request, "until"),
-            as_of=field_time(request, "as_of"),
             mode=request.mode,
-            include_archived=request.include_archived,
             rerank=request.rerank,
             topic=request.topic,
             topic_only=request.topic_only,
-            include_stale=request.include_stale,
             depth=request.depth,
         )
         out = await self.router.read(request.min_lsn, lambda pool: self.searcher.search(query, pool=pool))

@@ -19,7 +19,6 @@ import json
 import random
 import statistics
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from http.client import HTTPConnection
@@ -32,7 +31,6 @@ import numpy as np
 from tqdm import tqdm
 
 from hypermnesia import scope_graphs
-from hypermnesia.embedded_pg import resolve_database_url
 from hypermnesia.embedder_client import DOCUMENT, QUERY, EmbedderClient
 from hypermnesia.pool import connect_pool
 from hypermnesia.settings import CurationSettings, RetrievalSettings
@@ -42,14 +40,7 @@ from services.embedder.onnx_provider import OnnxProvider
 from services.retrieval import repo
 from services.retrieval.filters import Prefilter
 from tooling.bench.embedder import bench_raw
-from tooling.bench.known_vectors import known_vectors_embedder
-from tooling.local_stack import (
-    create_database,
-    drop_database,
-    embedder_process,
-    gateway_process,
-    local_stack,
-)
+from tooling.bench.harness import bench_stack
 
 # gRPC and REST are timed in this many alternating turns (see run).
 TURNS = 3
@@ -415,86 +406,60 @@ async def run(
     seed: int = 7,
     fusions: list[str] | None = None,
 ) -> dict:
-    with tempfile.TemporaryDirectory(prefix="hm-bench-") as tmp:
-        work = Path(tmp)
-        server_url, embedded = resolve_database_url(database_url, work)
-        db_url = await create_database(server_url, prefix="hm_bench")
-        try:
-            async with embedder_process(work) as embedder_address:
-                client = EmbedderClient(embedder_address)
-                await client.wait_for_info(60)
-                rng = random.Random(seed)
-                texts = [synthetic_text(rng, i) for i in range(memories)]
-                records = synthetic_records(texts, rng)
-                started = time.perf_counter()
-                vectors = await synthetic_vectors(client, texts, cache_dir)
-                tokens = {"bench-token": {"principal": "bench", "scopes": ["bench:*"]}}
-                async with (
-                    known_vectors_embedder(dict(zip(texts, vectors, strict=True)), embedder_address) as known,
-                    local_stack(
-                        db_url,
-                        embedder_address,
-                        work,
-                        # Curation embeds the records through the known vectors; retrieval embeds
-                        # every query with the real embedder.
-                        curation_embedder_address=known,
-                        search_log_enabled=True,
-                        # The bench builds the scope graphs itself, before timing, rather than have
-                        # curation's periodic pass start one in the middle of it.
-                        scope_graph_rows=0,
-                    ) as stack,
-                    gateway_process(
-                        stack.retrieval_address,
-                        stack.curation_address,
-                        work / "gateway.log",
-                        require_auth=False,
-                        auth_tokens=tokens,
-                        default_project="bench:project-0",
-                    ) as base_url,
-                ):
-                    await build_store(stack.curation_address, db_url, records)
-                    build_s = time.perf_counter() - started
-                    verified = await verify_store(db_url)
-                    started = time.perf_counter()
-                    graphs = await build_scope_graphs(db_url)
-                    graphs_s = time.perf_counter() - started
-                    rng, seen = random.Random(seed + 1), set[str]()
-                    qs = make_queries(queries, rng, seen)
-                    rest_qs = make_queries(queries, rng, seen)
-                    grpc_ms, rest_ms = [], []
-                    # The two paths take turns, so a slow spell of this shared machine lands on both
-                    # and their difference stays the gateway's own cost.
-                    for turn in range(TURNS):
-                        grpc_ms += await time_from_own_process(
-                            "grpc", stack.retrieval_address, make_queries(10, rng, seen), qs[turn::TURNS]
-                        )
-                        rest_ms += await time_from_own_process(
-                            "rest", base_url, make_queries(10, rng, seen), rest_qs[turn::TURNS]
-                        )
-                    # The searches so far logged their observations: one refit gives adaptive
-                    # fusion the estimates it reads (a lookup that finds a row, as in use).
-                    await stack.searcher.drain()
-                    await fusion_refits.refit(stack.writer.pool, "bench")
-                    by_fusion: dict[str, Timings] = {}
-                    fusion_qs = {f: with_fusion(make_queries(queries, rng, seen), f) for f in fusions or []}
-                    for turn in range(TURNS):
-                        shift = turn % max(1, len(fusion_qs))
-                        for f in list(fusion_qs)[shift:] + list(fusion_qs)[:shift]:
-                            warmup = with_fusion(make_queries(10, rng, seen), f)
-                            by_fusion.setdefault(f, [])
-                            by_fusion[f] += await time_from_own_process(
-                                "grpc", stack.retrieval_address, warmup, fusion_qs[f][turn::TURNS]
-                            )
-                    await stack.searcher.drain()  # search_log rows are written off the hot path
-                    fusion_stages = {f: await stage_medians(db_url, fq) for f, fq in fusion_qs.items()}
-                    stages = await stage_medians(db_url, qs)
-                    recall = await ann_recall(db_url, client, qs[: min(len(qs), 150)])
-                    raw_ms = raw_query_embedding_ms(work / "models", make_queries(60, rng, seen))
-                await client.close()
-        finally:
-            await drop_database(db_url)
-            if embedded is not None:  # before the temporary directory under it goes
-                embedded.close()
+    tokens = {"bench-token": {"principal": "bench", "scopes": ["bench:*"]}}
+    async with bench_stack(
+        memories,
+        database_url,
+        cache_dir,
+        seed,
+        prefix="hm-bench-",
+        stack_options=dict(
+            search_log_enabled=True,
+            # The bench builds the scope graphs itself, before timing, rather than have curation's
+            # periodic pass start one in the middle of it.
+            scope_graph_rows=0,
+        ),
+        gateway_options=dict(auth_tokens=tokens, default_project="bench:project-0"),
+    ) as bench:
+        stack, db_url, client, base_url = bench.stack, bench.db_url, bench.embedder, bench.base_url
+        await build_store(stack.curation_address, db_url, bench.records)
+        build_s = bench.vectors_s + time.perf_counter() - bench.stack_started
+        verified = await verify_store(db_url)
+        started = time.perf_counter()
+        graphs = await build_scope_graphs(db_url)
+        graphs_s = time.perf_counter() - started
+        rng, seen = random.Random(seed + 1), set[str]()
+        qs = make_queries(queries, rng, seen)
+        rest_qs = make_queries(queries, rng, seen)
+        grpc_ms, rest_ms = [], []
+        # The two paths take turns, so a slow spell of this shared machine lands on both
+        # and their difference stays the gateway's own cost.
+        for turn in range(TURNS):
+            grpc_ms += await time_from_own_process(
+                "grpc", stack.retrieval_address, make_queries(10, rng, seen), qs[turn::TURNS]
+            )
+            rest_ms += await time_from_own_process(
+                "rest", base_url, make_queries(10, rng, seen), rest_qs[turn::TURNS]
+            )
+        # The searches so far logged their observations: one refit gives adaptive
+        # fusion the estimates it reads (a lookup that finds a row, as in use).
+        await stack.searcher.drain()
+        await fusion_refits.refit(stack.writer.pool, "bench")
+        by_fusion: dict[str, Timings] = {}
+        fusion_qs = {f: with_fusion(make_queries(queries, rng, seen), f) for f in fusions or []}
+        for turn in range(TURNS):
+            shift = turn % max(1, len(fusion_qs))
+            for f in list(fusion_qs)[shift:] + list(fusion_qs)[:shift]:
+                warmup = with_fusion(make_queries(10, rng, seen), f)
+                by_fusion.setdefault(f, [])
+                by_fusion[f] += await time_from_own_process(
+                    "grpc", stack.retrieval_address, warmup, fusion_qs[f][turn::TURNS]
+                )
+        await stack.searcher.drain()  # search_log rows are written off the hot path
+        fusion_stages = {f: await stage_medians(db_url, fq) for f, fq in fusion_qs.items()}
+        stages = await stage_medians(db_url, qs)
+        recall = await ann_recall(db_url, client, qs[: min(len(qs), 150)])
+        raw_ms = raw_query_embedding_ms(bench.work / "models", make_queries(60, rng, seen))
     return {
         "memories": memories,
         "queries": queries,

@@ -12,29 +12,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import random
-import tempfile
 import time
 from http.client import HTTPConnection
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from hypermnesia.embedded_pg import resolve_database_url
-from hypermnesia.embedder_client import EmbedderClient
 from hypermnesia.pool import connect_pool
+from hypermnesia.v1 import curation_pb2
 from services.curation import projection_repo
 from services.curation.projection import Projector
-from tooling.bench.known_vectors import known_vectors_embedder
-from tooling.bench.search import (
-    SCOPES,
-    build_store,
-    percentiles,
-    synthetic_records,
-    synthetic_text,
-    synthetic_vectors,
-)
-from tooling.local_stack import create_database, drop_database, embedder_process, gateway_process, local_stack
+from tooling.bench.harness import bench_stack
+from tooling.bench.search import SCOPES, build_store, percentiles
 
 __all__ = ["register", "run"]
 
@@ -103,54 +92,30 @@ async def _fit(database_url: str) -> dict[str, float]:
 async def run(
     memories: int, rounds: int, database_url: str | None, cache_dir: Path | None, seed: int = 7
 ) -> dict:
-    with tempfile.TemporaryDirectory(prefix="hm-bench-viz-") as tmp:
-        work = Path(tmp)
-        server_url, embedded = resolve_database_url(database_url, work)
-        db_url = await create_database(server_url, prefix="hm_bench")
-        try:
-            async with embedder_process(work) as embedder_address:
-                client = EmbedderClient(embedder_address)
-                await client.wait_for_info(60)
-                rng = random.Random(seed)
-                texts = [synthetic_text(rng, i) for i in range(memories)]
-                records = synthetic_records(texts, rng)
-                for i, record in enumerate(records[: memories // THREAD_SHARE]):
-                    record.thread_id = f"bench-thread-{i // THREAD_TURNS}"
-                    record.scope = SCOPES[(i // THREAD_TURNS) % len(SCOPES)]
-                vectors = await synthetic_vectors(client, texts, cache_dir)
-                started = time.perf_counter()
-                async with (
-                    known_vectors_embedder(dict(zip(texts, vectors, strict=True)), embedder_address) as known,
-                    # The bench fits the projection itself, timed, rather than have curation's pass
-                    # refit in the middle of the timing.
-                    local_stack(
-                        db_url,
-                        embedder_address,
-                        work,
-                        curation_embedder_address=known,
-                        viz_refresh_s=0,
-                        scope_graph_rows=0,
-                    ) as stack,
-                    gateway_process(
-                        stack.retrieval_address,
-                        stack.curation_address,
-                        work / "gateway.log",
-                        require_auth=False,
-                        default_project=SCOPES[0],
-                    ) as base_url,
-                ):
-                    await build_store(stack.curation_address, db_url, records)
-                    build_s = time.perf_counter() - started
-                    fit = await _fit(db_url)
-                    shapes = {}
-                    for name, params in _shapes().items():
-                        ms, shape = await asyncio.to_thread(_time_rest, base_url, params, rounds)
-                        shapes[name] = {**percentiles(ms), **shape}
-                await client.close()
-        finally:
-            await drop_database(db_url)
-            if embedded is not None:
-                embedded.close()
+    def in_threads(records: list[curation_pb2.RecordInput]) -> None:
+        for i, record in enumerate(records[: memories // THREAD_SHARE]):
+            record.thread_id = f"bench-thread-{i // THREAD_TURNS}"
+            record.scope = SCOPES[(i // THREAD_TURNS) % len(SCOPES)]
+
+    async with bench_stack(
+        memories,
+        database_url,
+        cache_dir,
+        seed,
+        prefix="hm-bench-viz-",
+        arrange=in_threads,
+        # The bench fits the projection itself, timed, rather than have curation's pass refit in
+        # the middle of the timing.
+        stack_options=dict(viz_refresh_s=0, scope_graph_rows=0),
+        gateway_options=dict(default_project=SCOPES[0]),
+    ) as bench:
+        await build_store(bench.stack.curation_address, bench.db_url, bench.records)
+        build_s = time.perf_counter() - bench.stack_started
+        fit = await _fit(bench.db_url)
+        shapes = {}
+        for name, params in _shapes().items():
+            ms, shape = await asyncio.to_thread(_time_rest, bench.base_url, params, rounds)
+            shapes[name] = {**percentiles(ms), **shape}
     return {
         "memories": memories,
         "rounds": rounds,

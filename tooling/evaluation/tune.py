@@ -35,6 +35,7 @@ from typing import Any
 
 from hypermnesia import fusion_estimate, recall_depth
 from services.retrieval import fusion, scoring
+from services.retrieval.filters import Prefilter
 from services.retrieval.scoring import Candidate, Weights, add_context, blend, fuse, penalise_duplicates
 from services.retrieval.search import SearchInput
 from tooling.evaluation import datasets
@@ -72,8 +73,8 @@ async def gather_pools(
                 principal="eval",
                 grants=("eval:*",),
                 query=question.text,
-                scopes=[scope],
                 k=k,
+                filters=Prefilter(scopes=[scope]),
                 min_similarity=0.0,
                 relative_cutoff=0.0,
             )
