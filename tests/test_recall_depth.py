@@ -24,6 +24,7 @@ OPEN = {"min_similarity": 0.0, "relative_cutoff": 0.0}
 GRAND = "The ledger-east Cassandra cluster was provisioned by the platform team in 2023"
 PREMISE_A = "The billing service writes every invoice to the ledger-east Cassandra cluster"
 PREMISE_B = "Cassandra keyspaces on ledger-east use a replication factor of three"
+BUDGET = "The finance team signed off on next year's storage spending in January"
 CONCLUSION = "Billing invoices are kept in three replicas on the ledger-east Cassandra cluster"
 
 
@@ -216,6 +217,10 @@ async def test_bad_depth_is_refused_with_the_choices(graph: Graph) -> None:
 
 async def test_context_follows_the_depth(graph: Graph) -> None:
     async with httpx.AsyncClient(base_url=graph.stack.base_url, headers=ALICE, timeout=60) as http:
+        # A premise far from the question (the search's relative cutoff leaves it out of the hits),
+        # so that under `premises` it reaches the context only as the conclusion's evidence.
+        budget = await _save(http, BUDGET, "storage budget sign-off")
+        await _edges(graph.stack, (graph.conclusion, budget))
         default = await _context(http, query=CONCLUSION, scope=SCOPE)
         explicit = await _context(http, query=CONCLUSION, scope=SCOPE, depth="explicit")
         premises = await _context(http, query=CONCLUSION, scope=SCOPE, depth="premises")
@@ -229,7 +234,10 @@ async def test_context_follows_the_depth(graph: Graph) -> None:
     memories = premises["layers"]["memories"]
     assert premises["depth"] == "premises"
     assert {graph.conclusion, graph.a, graph.b} <= set(memories["cited_ids"])
-    assert f"evidence for [{graph.conclusion[:8]}]" in memories["text"]
+    assert budget not in default["layers"]["memories"]["cited_ids"]
+    assert budget in memories["cited_ids"]
+    evidence_line = next(line for line in memories["text"].splitlines() if f"[{budget[:8]}]" in line)
+    assert f"evidence for [{graph.conclusion[:8]}]" in evidence_line
     assert auto["depth"] == "premises" and auto["depth_reason"].startswith("auto:")
     assert start["depth"] == "derived" and "no query" in start["depth_reason"]
     # At session start the recalled rows are the roots: their evidence not already shown follows.
