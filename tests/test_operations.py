@@ -8,17 +8,13 @@ calls no service, so no service runs."""
 
 from __future__ import annotations
 
-import asyncio
-import socket
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from gateway import records
-from gateway.app import HTTP_PARSER, create_app
 from gateway.auth import Authenticator, Identity, Session
 from gateway.backends import Backends
 from gateway.fields import Request, field
@@ -28,6 +24,7 @@ from hypermnesia.scopes import Principal
 from hypermnesia.settings import GatewaySettings
 from tests.conftest import TOKENS, free_port
 from tests.helpers import mcp_session, tool_json
+from tooling.local_stack import serve_gateway
 
 ALICE = {"Authorization": "Bearer alice-token"}
 BURST = 2
@@ -64,22 +61,8 @@ async def gateway() -> AsyncIterator[str]:
         rate_writes_per_min=1,
         rate_writes_burst=BURST,
     )
-    app = create_app(settings, operations=(*OPERATIONS, FAKE))
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", http=HTTP_PARSER))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        while not server.started:
-            if task.done():
-                task.result()
-                raise RuntimeError("the gateway stopped during start-up")
-            await asyncio.sleep(0.02)
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
+    async with serve_gateway(settings, operations=(*OPERATIONS, FAKE)) as url:
+        yield url
 
 
 async def _openapi(base_url: str) -> dict[str, Any]:

@@ -10,17 +10,20 @@ import os
 import socket
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import httpx
 
 from hypermnesia.settings import CurationSettings, EmbedderSettings, GatewaySettings, RetrievalSettings
+
+if TYPE_CHECKING:
+    from gateway.operations import Operation
 
 
 @dataclass
@@ -199,6 +202,16 @@ async def local_stack(
 
 @asynccontextmanager
 async def _gateway(settings: GatewaySettings) -> AsyncIterator[str]:
+    async with serve_gateway(settings) as url:
+        yield url
+
+
+@asynccontextmanager
+async def serve_gateway(
+    settings: GatewaySettings, operations: Sequence[Operation] | None = None
+) -> AsyncIterator[str]:
+    """The gateway app on a free loopback port, in this event loop; yields its base URL. With
+    `operations`, it serves that table instead of gateway.operations.OPERATIONS."""
     import uvicorn
 
     from gateway.app import HTTP_PARSER, create_app
@@ -210,9 +223,8 @@ async def _gateway(settings: GatewaySettings) -> AsyncIterator[str]:
     port = sock.getsockname()[1]
     # The port it listens on, so what it says of itself (the usage guide's URLs) is its address.
     settings = settings.model_copy(update={"gateway_port": port})
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), log_level="warning", lifespan="on", http=HTTP_PARSER)
-    )
+    app = create_app(settings) if operations is None else create_app(settings, operations=operations)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", http=HTTP_PARSER))
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         while not server.started:
