@@ -10,14 +10,18 @@ exits 0 within its budget and says so once."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
 import sys
+import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -229,13 +233,22 @@ class Folder:
     def commands(self, event: str) -> list[str]:
         return [h["command"] for group in self.settings()["hooks"].get(event, []) for h in group["hooks"]]
 
-    async def hook(self, event: str, session: str, transcript: Path, *, exact: bool = False) -> Run:
+    async def hook(
+        self,
+        event: str,
+        session: str,
+        transcript: Path,
+        *,
+        exact: bool = False,
+        budget_s: float = 30,
+        **fields: Any,
+    ) -> Run:
         """The command connect wrote for `event`, as Claude Code runs it. Unless `exact`, with
-        CLAUDE_PROJECT_DIR and HM_HOOK_BUDGET_S=30 (these runs check what is written, not how fast)."""
+        CLAUDE_PROJECT_DIR and HM_HOOK_BUDGET_S (30: these runs check what is written, not how fast)."""
         [command] = self.commands(event)
         variables = [f"HOME={self.home}", "PATH=/usr/bin:/bin", f"HM_TOKEN={TOKEN}"]
         if not exact:
-            variables += [f"CLAUDE_PROJECT_DIR={self.path}", "HM_HOOK_BUDGET_S=30"]
+            variables += [f"CLAUDE_PROJECT_DIR={self.path}", f"HM_HOOK_BUDGET_S={budget_s:g}"]
         stdin = {
             "session_id": session,
             "transcript_path": str(transcript),
@@ -245,6 +258,7 @@ class Folder:
             **({"stop_hook_active": False} if event == "Stop" else {}),
             **({"trigger": "manual", "custom_instructions": ""} if event == "PreCompact" else {}),
             **({"reason": "prompt_input_exit"} if event == "SessionEnd" else {}),
+            **fields,
         }
         done = await run(
             ["/usr/bin/env", "-i", *variables, "/bin/sh", "-c", command], {}, self.path, json.dumps(stdin)
@@ -432,3 +446,90 @@ async def test_with_the_gateway_gone_capture_exits_0_within_its_budget_and_says_
     assert len(await captured(stack, folder, session)) == 6
     quiet = await folder.hook("Stop", session, transcript.path)
     assert quiet.out == ""
+
+
+class StandIn(ThreadingHTTPServer):
+    """A real HTTP server standing in for the gateway: it records every request and holds its
+    answer to /records/import until `release` is set (a gateway busy embedding the batch)."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _StandInHandler)
+        self.seen: list[tuple[str, dict[str, str], Any]] = []
+        self.release = threading.Event()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _StandInHandler(BaseHTTPRequestHandler):
+    server: StandIn
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        pass
+
+    def _answer(self, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        with contextlib.suppress(OSError):  # the hook may have gone
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self.server.seen.append((self.path, dict(self.headers), None))
+        self._answer({"status": "ok"})
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.seen.append((self.path, dict(self.headers), body))
+        if self.path == "/records/import":
+            self.server.release.wait(60)
+            n = len(body["records"])
+            self._answer({"imported": n, "skipped": 0, "ids": [str(uuid.uuid4()) for _ in range(n)]})
+        else:
+            self._answer({"context": ""})
+
+
+@pytest.fixture
+def stand_in() -> Iterator[StandIn]:
+    server = StandIn()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.release.set()
+    server.shutdown()
+    server.server_close()
+
+
+async def test_a_batch_the_gateway_is_still_writing_is_handed_off_and_every_call_names_the_session(
+    stand_in: StandIn, tmp_path: Path
+) -> None:
+    folder = make_folder(tmp_path, "handoff", stand_in.url)
+    await folder.connect()
+    session = str(uuid.uuid4())
+    transcript = Transcript(folder.home / "t" / f"{session}.jsonl", session, folder.path)
+    first_session(transcript)
+
+    # The gateway has the batch but has not answered when the budget ends: the hook returns, says
+    # nothing (this is no outage) and keeps its cursor, so the next capture sends the batch again.
+    held = await folder.hook("Stop", session, transcript.path, budget_s=2)
+    assert held.code == 0 and held.out == "", held.out
+    assert held.seconds < 2 + WALL_LIMIT_S, held.seconds
+    assert not list((folder.data_dir / "capture").glob("*.json"))
+    stand_in.release.set()
+    answered = await folder.hook("SessionEnd", session, transcript.path)
+    assert answered.out == ""
+    assert len(list((folder.data_dir / "capture").glob("*.json"))) == 1
+    imports = [body for path, _, body in stand_in.seen if path == "/records/import"]
+    assert len(imports) == 2
+    sent = [[(r["source_ref"], r["content"]) for r in body["records"]] for body in imports]
+    assert sent[0] == sent[1] and len(sent[0]) == 6
+    # Every hook call names Claude Code's session (the gateway's delivery log reads it).
+    await folder.hook("UserPromptSubmit", session, transcript.path, prompt="Which region?")
+    posts = [(path, headers) for path, headers, body in stand_in.seen if body is not None]
+    assert {path for path, _ in posts} == {"/records/import", "/records/context"}
+    assert all(headers.get("X-Hypermnesia-Session") == session for _, headers in posts), posts

@@ -1,4 +1,5 @@
-"""Claude Code hooks: `hypermnesia hook session-start | pre-edit | prompt` and `hook install`.
+"""Claude Code hooks: `hypermnesia hook session-start | pre-edit | prompt | capture` and `hook install`
+(capture, which records the session rather than inject anything, is tooling/capture.py).
 
 A hook reads Claude Code's hook JSON on stdin and prints what to inject as Claude Code's JSON hook
 output (`hookSpecificOutput.additionalContext`), or nothing. Memory is an enhancement, never a gate:
@@ -9,6 +10,8 @@ once. Recalled text is fenced as data behind a per-call random nonce it cannot f
 The project (and the repo of its map) is the project of the hook's folder, CLAUDE_PROJECT_DIR as
 Claude Code sets it, by the one rule (`folder_project`): the MCP entry `connect` wrote there, an
 MCP root of that folder, `map load` and `import` run there all name the same project.
+
+Every call names Claude Code's session in SESSION_HEADER, the project in PROJECT_HEADER.
 
 The commands `connect` and `hook install` write carry `--gateway URL --data-dir DIR` (this stack's),
 since a hook runs with Claude Code's environment, not the one `up` was started from.
