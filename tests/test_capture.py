@@ -31,7 +31,7 @@ import pytest
 from hypermnesia.scopes import folder_project
 from tests.conftest import Stack, free_port
 from tests.test_intelligence_interfaces import cli_json
-from tooling.capture import MAX_ANSWER_CHARS, MAX_PROMPT_CHARS
+from tooling.capture import MAX_ANSWER_CHARS, MAX_PROMPT_CHARS, MAX_RECORDS, Cursor, read_on
 from tooling.hooks import BUDGET_S, UNREACHABLE
 
 pytestmark = pytest.mark.timeout(900)
@@ -533,3 +533,74 @@ async def test_a_batch_the_gateway_is_still_writing_is_handed_off_and_every_call
     posts = [(path, headers) for path, headers, body in stand_in.seen if body is not None]
     assert {path for path, _ in posts} == {"/records/import", "/records/context"}
     assert all(headers.get("X-Hypermnesia-Session") == session for _, headers in posts), posts
+
+
+# --- the reader's bounds, on its own ------------------------------------------------------------------
+
+
+def test_a_long_transcript_is_caught_up_over_several_captures_each_bounded(tmp_path: Path) -> None:
+    """A session of 40 turns: each capture sends at most MAX_RECORDS records, the next goes on
+    where it stopped, and together they hold every prompt and answer once, in order."""
+    session = "long-session"
+    transcript = Transcript(tmp_path / f"{session}.jsonl", session, tmp_path)
+    for n in range(40):
+        transcript.prompt(f"question {n}")
+        transcript.assistant(text(f"answer {n}"))
+    cursor = Cursor(str(transcript.path))
+    batches = []
+    while True:
+        reading = read_on(transcript.path, session, cursor, "Stop")
+        if not reading.records:
+            break
+        batches.append(reading.records)
+        cursor = reading.cursor
+    assert all(len(batch) <= MAX_RECORDS for batch in batches) and len(batches) >= 3, [
+        len(b) for b in batches
+    ]
+    contents = [r["content"] for batch in batches for r in batch]
+    assert contents == [line for n in range(40) for line in (f"User: question {n}", f"Assistant: answer {n}")]
+    refs = [r["source_ref"] for batch in batches for r in batch]
+    assert len(set(refs)) == len(refs)
+    # Each record names the one before it, across captures too.
+    records = [r for batch in batches for r in batch]
+    assert [r.get("prev_source_ref") for r in records[1:]] == refs[:-1]
+
+
+def test_a_line_being_written_waits_and_a_line_too_long_to_read_is_skipped(tmp_path: Path) -> None:
+    session = "partial"
+    transcript = Transcript(tmp_path / f"{session}.jsonl", session, tmp_path)
+    transcript.prompt("first question")
+    transcript.assistant(text("first answer"))
+    whole = transcript.path.read_text()
+    transcript.prompt("second question")
+    transcript.assistant(text("second answer"))
+    complete = transcript.path.read_text()
+    # Claude Code is half-way through writing the second prompt's line.
+    transcript.path.write_text(complete[: len(whole) + 40])
+    # The first answer waits too: what that line says (more of the answer, or the next prompt)
+    # decides whether it is the turn's final answer.
+    reading = read_on(transcript.path, session, Cursor(str(transcript.path)), "Stop")
+    assert [r["content"] for r in reading.records] == ["User: first question"]
+    assert reading.cursor.offset == len(whole.encode())
+    transcript.path.write_text(complete)
+    later = read_on(transcript.path, session, reading.cursor, "Stop")
+    assert [r["content"] for r in later.records] == [
+        "Assistant: first answer",
+        "User: second question",
+        "Assistant: second answer",
+    ]
+
+    # A single line longer than one read (a huge tool result) is passed over, not waited on forever.
+    huge = tmp_path / "huge.jsonl"
+    big = Transcript(huge, "huge", tmp_path)
+    big.prompt("run it")
+    big.assistant(tool("toolu_9", "Bash", command="cat big.log"))
+    big.tool_result("toolu_9", "x" * 5000)
+    big.assistant(text("It printed a lot."))
+    cursor, contents = Cursor(str(huge)), []
+    for _ in range(10):
+        reading = read_on(huge, "huge", cursor, "Stop", max_read_bytes=1024)
+        contents += [r["content"] for r in reading.records]
+        cursor = reading.cursor
+    assert contents == ["User: run it", "Assistant: It printed a lot.\n\nTools used: Bash cat big.log"]
+    assert cursor.offset == huge.stat().st_size

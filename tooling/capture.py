@@ -171,7 +171,6 @@ class Cursor:
 class Reading:
     records: list[dict[str, Any]]
     cursor: Cursor
-    more: bool  # stopped at a bound with transcript left to read
 
 
 def _lines(path: Path, offset: int, limit: int) -> Iterator[tuple[int, bytes]]:
@@ -320,28 +319,31 @@ class _Reader:
         return not self.turn.written and self.turn.ended_on_text
 
 
-def read_on(path: Path, session: str, cursor: Cursor, event: str) -> Reading:
-    """The records of the transcript after `cursor`, at most MAX_RECORDS, and the cursor after them."""
+def read_on(
+    path: Path, session: str, cursor: Cursor, event: str, max_read_bytes: int = MAX_READ_BYTES
+) -> Reading:
+    """The records of the transcript after `cursor`, at most MAX_RECORDS from at most
+    `max_read_bytes` of it, and the cursor after them."""
     size = path.stat().st_size
     offset = cursor.offset if 0 <= cursor.offset <= size else 0  # a shorter file is another file
     reader = _Reader(session, cursor if offset == cursor.offset else Cursor(cursor.transcript))
     at = offset
     more = False
-    for after, raw in _lines(path, offset, MAX_READ_BYTES):
+    for after, raw in _lines(path, offset, max_read_bytes):
         reader.line(raw, at, event)
         at = after
         if len(reader.records) >= MAX_RECORDS - 1:
             more = True
             break
     else:
-        more = size - offset > MAX_READ_BYTES
+        more = size - offset > max_read_bytes
         if more and at == offset:
             at = _past_line(path, offset)  # one line longer than a read (a huge tool result): skipped
     if not more and at >= size and reader.finished():
         # At the end of what Claude Code has written, a finished turn is written now; if the turn
         # goes on after all, its next answer is written as another record.
         reader.flush(event)
-    return Reading(reader.records, Cursor(cursor.transcript, at, reader.turn, reader.last_ref), more)
+    return Reading(reader.records, Cursor(cursor.transcript, at, reader.turn, reader.last_ref))
 
 
 # --- the state kept in the data dir ---------------------------------------------------------------
@@ -363,9 +365,9 @@ def load_cursor(path: Path, transcript: str) -> Cursor:
 def save_cursor(path: Path, cursor: Cursor) -> None:
     from tooling.claude_config import atomic_write
 
+    new_session = not path.exists()
     atomic_write(path, json.dumps(cursor.dump()) + "\n")
-    # Now and then, the cursors of sessions long over go.
-    if int(time.time()) % 50 == 0:
+    if new_session:  # a session's first cursor: those of sessions long over go
         for old in path.parent.glob("*.json"):
             with contextlib.suppress(OSError):
                 if time.time() - old.stat().st_mtime > CURSOR_KEEP_S:
