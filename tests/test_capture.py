@@ -458,6 +458,7 @@ class StandIn(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _StandInHandler)
         self.seen: list[tuple[str, dict[str, str], Any]] = []
         self.release = threading.Event()
+        self.refuse = ""  # when set, /records/import answers 422 with this message
 
     @property
     def url(self) -> str:
@@ -470,10 +471,10 @@ class _StandInHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         pass
 
-    def _answer(self, body: dict[str, Any]) -> None:
+    def _answer(self, body: dict[str, Any], status: int = 200) -> None:
         data = json.dumps(body).encode()
         with contextlib.suppress(OSError):  # the hook may have gone
-            self.send_response(200)
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -486,7 +487,9 @@ class _StandInHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.seen.append((self.path, dict(self.headers), body))
-        if self.path == "/records/import":
+        if self.path == "/records/import" and self.server.refuse:
+            self._answer({"error": {"code": "INVALID_ARGUMENT", "message": self.server.refuse}}, 422)
+        elif self.path == "/records/import":
             self.server.release.wait(60)
             n = len(body["records"])
             self._answer({"imported": n, "skipped": 0, "ids": [str(uuid.uuid4()) for _ in range(n)]})
@@ -533,6 +536,32 @@ async def test_a_batch_the_gateway_is_still_writing_is_handed_off_and_every_call
     posts = [(path, headers) for path, headers, body in stand_in.seen if body is not None]
     assert {path for path, _ in posts} == {"/records/import", "/records/context"}
     assert all(headers.get("X-Hypermnesia-Session") == session for _, headers in posts), posts
+
+
+async def test_a_batch_the_gateway_refuses_is_passed_over_and_said(stand_in: StandIn, tmp_path: Path) -> None:
+    """A 422 (HM_REDACT=refuse and a secret in a turn, say) would come back every time: the
+    batch is passed over, the user is told what was not recorded and why, and capture goes on."""
+    folder = make_folder(tmp_path, "refused", stand_in.url)
+    await folder.connect()
+    session = str(uuid.uuid4())
+    transcript = Transcript(folder.home / "t" / f"{session}.jsonl", session, folder.path)
+    transcript.prompt("the staging key is in the vault")
+    transcript.assistant(text("Noted."))
+    stand_in.refuse = "records[0]: content holds a secret (aws-access-key at 18)"
+    refused = await folder.hook("Stop", session, transcript.path)
+    assert "did not record 2 records of this session" in refused.message, refused.out
+    assert stand_in.refuse in refused.message
+    stand_in.refuse = ""
+    stand_in.release.set()
+    transcript.prompt(DEPLOY_Q)
+    transcript.assistant(text(DEPLOY_A))
+    after = await folder.hook("Stop", session, transcript.path)
+    assert after.out == ""
+    imports = [body for path, _, body in stand_in.seen if path == "/records/import"]
+    assert [[r["content"] for r in body["records"]] for body in imports] == [
+        ["User: the staging key is in the vault", "Assistant: Noted."],
+        [f"User: {DEPLOY_Q}", f"Assistant: {DEPLOY_A}"],
+    ]
 
 
 # --- the reader's bounds, on its own ------------------------------------------------------------------

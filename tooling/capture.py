@@ -35,6 +35,7 @@ import re
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,8 @@ MAX_READ_BYTES = 4 * 1024 * 1024
 CAPTURE_DIR = "capture"
 CAPTURE_OFF_FILE = "capture-off.json"
 SOURCE = "claude-code"
+# The gateway's answer to a batch it will not take as it is (422): passed over, and said.
+REFUSED_BATCH = 422
 # A cursor not touched for this long belongs to a session that is over.
 CURSOR_KEEP_S = 30 * 24 * 3600
 
@@ -82,6 +85,18 @@ def _truncate(text: str, limit: int) -> str:
 def _one_line(text: str, limit: int) -> str:
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
     return first if len(first) <= limit else first[: limit - 3].rstrip() + "..."
+
+
+def _is_time(value: Any) -> bool:
+    """Whether the gateway takes `value` as a time (a record keeps when it was said); a line with
+    a damaged timestamp is recorded at the time it arrives instead of failing the whole batch."""
+    if not isinstance(value, str) or not value:
+        return False
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _clean(text: str) -> str:
@@ -221,7 +236,7 @@ class _Reader:
             "thread_id": self.session,
             "metadata": {"source": SOURCE, "role": role, "hook_event": event},
         }
-        if isinstance(at, str) and at:
+        if _is_time(at):
             record["created_at"] = at
         if self.last_ref:
             record["prev_source_ref"] = self.last_ref
@@ -255,9 +270,8 @@ class _Reader:
         if not isinstance(entry, dict) or entry.get("isSidechain") or entry.get("isMeta"):
             return
         kind = entry.get("type")
-        if kind == "system" and entry.get("subtype") == "compact_boundary":
-            self.flush(event)  # what was said before the compaction is kept as it was said
-            return
+        # A compaction (a `compact_boundary` system line, then Claude's summary as a user line with
+        # isCompactSummary) changes nothing here: the turns it summarised were read as they came.
         blocks = _blocks(entry.get("message"))
         if kind == "user" and not entry.get("isCompactSummary"):
             results = [b for b in blocks if b.get("type") == "tool_result"]
@@ -461,13 +475,22 @@ def run_capture(raw: str, env: Mapping[str, str], started: float) -> str:
     url = hooks.gateway_url(env)
     replies = hooks.fetch(url, hooks.request_headers(hook, project, env), [call], deadline)
     reply = replies["capture"]
-    if reply.outcome == "ok":
+    lines, _ = hooks.announce(replies, env, url)
+    if reply.outcome == "ok" or reply.status == REFUSED_BATCH:
         with contextlib.suppress(OSError):
             save_cursor(where, reading.cursor)
+    if reply.status == REFUSED_BATCH:
+        # The gateway refuses this batch as it is (HM_REDACT=refuse and a secret in it, say): sent
+        # again it would be refused again and hold back every later turn, so it is passed over,
+        # and the user is told which turns were not recorded and why.
+        first, last = (str(r.get("created_at") or "?") for r in (reading.records[0], reading.records[-1]))
+        lines.append(
+            f"hypermnesia did not record {len(reading.records)} records of this session "
+            f"({first} to {last}): {reply.detail}"
+        )
     elif reply.outcome == "other":
-        # Not shown to the agent; there for a person (Claude Code's debug output).
+        # Sent again next time (a rate limit, say); said to a person in Claude Code's debug output.
         import sys
 
         sys.stderr.write(f"hypermnesia hook capture: {reply.detail}\n")
-    lines, _ = hooks.announce(replies, env, url)
     return json.dumps({"systemMessage": "\n".join(lines)}) if lines else ""

@@ -144,11 +144,13 @@ def save_state(path: Path, state: dict[str, Any]) -> None:
 @dataclass
 class Reply:
     """One call's outcome: ok (body), down (unreachable, timed out or 5xx), refused (401/403),
-    or other (4xx such as "no map for this repo": reachable, nothing to say)."""
+    other (4xx such as "no map for this repo": reachable, nothing to say), or sent (a handoff
+    call written whole, its answer not back in time)."""
 
     outcome: str
     body: Any = None
     detail: str = ""
+    status: int = 0  # the HTTP status, when there was an answer
 
 
 @dataclass(frozen=True)
@@ -210,7 +212,7 @@ def _one(
     if status in (401, 403):
         return Reply("refused", detail=_error_message(status, data))
     if status != 200:
-        return Reply("other", detail=_error_message(status, data))
+        return Reply("other", detail=_error_message(status, data), status=status)
     try:
         return Reply("ok", body=json.loads(data))
     except ValueError:
