@@ -142,6 +142,7 @@ DEPLOY_Q = "Which tool deploys the Kubernetes cluster, and on which day?"
 DEPLOY_A = "ArgoCD deploys the Kubernetes cluster every Tuesday morning."
 ALERT_Q = "The Grafana alert for Postgres replica lag fired during the night. Why?"
 ALERT_A = "Postgres replica lag set off the Grafana alert overnight: the nightly vacuum held the WAL back. "
+LONG_ANSWER = ALERT_A + "The vacuum details follow. " * 400
 AGAIN_Q = "On Tuesday ArgoCD rolled the new release out to Kubernetes again, right?"
 AGAIN_A = "Yes: on Tuesday morning ArgoCD rolled the new release out to the Kubernetes cluster again."
 # Added later: two more turns, then one whose answer comes after a tool call.
@@ -168,7 +169,7 @@ def first_session(t: Transcript) -> None:
     t.prompt(ALERT_Q)
     t.assistant(tool("toolu_02", "Bash", command="psql -c 'select * from pg_stat_replication'"))
     t.tool_result("toolu_02", "lag 42s\n" + f"{SECOND_LINE}\n" * 3)
-    t.assistant(text(ALERT_A + "The vacuum details follow. " * 400))  # far beyond the bound
+    t.assistant(text(LONG_ANSWER))  # far beyond the bound
     t.compaction()
     t.prompt(AGAIN_Q + " " + "Context pasted by the user. " * 300)  # a long prompt
     t.assistant(text(AGAIN_A))
@@ -322,7 +323,9 @@ async def test_a_transcript_captured_twice_writes_each_turn_once_and_grows_by_it
     assert texts[4].startswith(f"User: {AGAIN_Q}")
     assert texts[5].startswith(f"Assistant: {AGAIN_A}")
     # Bounded: the long answer and the long prompt are cut, and say so.
-    assert "more characters left out" in texts[3] and "more characters left out" in texts[4]
+    left_out = len(LONG_ANSWER.strip()) - MAX_ANSWER_CHARS
+    assert f"[... {left_out:,} more characters left out]" in texts[3], texts[3][-300:]
+    assert "more characters left out" in texts[4]
     assert len(texts[3]) < MAX_ANSWER_CHARS + 600, len(texts[3])
     assert len(texts[4]) < MAX_PROMPT_CHARS + 100, len(texts[4])
     # Not captured: tool output beyond its first line, thinking, the aside before a tool call,

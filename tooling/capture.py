@@ -74,11 +74,13 @@ _NOT_TYPED = re.compile(
 )
 
 
-def _truncate(text: str, limit: int) -> str:
+def _truncate(text: str, limit: int, left_out: int = 0) -> str:
+    """`text` cut to `limit` characters, saying how many were left out (`left_out` of them before
+    `text` reached us)."""
     text = text.strip()
-    if len(text) <= limit:
+    cut = max(0, len(text) - limit) + left_out
+    if not cut:
         return text
-    cut = len(text) - limit
     return f"{text[:limit].rstrip()} [... {cut:,} more characters left out]"
 
 
@@ -145,7 +147,8 @@ class Turn:
     """What a capture keeps of the turn in progress, between captures (in the cursor)."""
 
     prompt_ref: str = ""  # the source_ref of its prompt ('' before the first prompt)
-    answer: str = ""  # the text of the assistant's latest message with text
+    answer: str = ""  # the text of the assistant's latest message with text, its first MAX_ANSWER_CHARS
+    answer_chars: int = 0  # that text's whole length
     answer_uuid: str = ""
     answer_message: str = ""  # that message's id (its text may span several lines)
     answer_at: str = ""
@@ -248,7 +251,9 @@ class _Reader:
         turn = self.turn
         if turn.written or not turn.answer:
             return
-        content = "Assistant: " + _truncate(turn.answer, MAX_ANSWER_CHARS)
+        content = "Assistant: " + _truncate(
+            turn.answer, MAX_ANSWER_CHARS, turn.answer_chars - len(turn.answer)
+        )
         if turn.tools:
             shown = turn.tools[:MAX_TOOLS]
             lines = [
@@ -287,7 +292,7 @@ class _Reader:
                     ref, "User: " + _truncate(text, MAX_PROMPT_CHARS), "user", entry.get("timestamp"), event
                 )
         elif kind == "assistant":
-            self._assistant(entry, blocks)
+            self._assistant(entry, blocks, offset)
 
     def _results(self, results: list[dict[str, Any]]) -> None:
         self.turn.ended_on_text = False
@@ -297,7 +302,7 @@ class _Reader:
             if tool is not None and not tool.get("result"):
                 tool["result"] = _one_line(_result_text(block), MAX_TOOL_LINE_CHARS) or "(no output)"
 
-    def _assistant(self, entry: dict[str, Any], blocks: list[dict[str, Any]]) -> None:
+    def _assistant(self, entry: dict[str, Any], blocks: list[dict[str, Any]], offset: int) -> None:
         turn = self.turn
         message = entry.get("message")
         if not isinstance(message, dict):
@@ -306,13 +311,16 @@ class _Reader:
         text = _text_of(blocks)
         if text:
             if message_id and message_id == turn.answer_message and not turn.written:
-                turn.answer += "\n\n" + text
+                whole = turn.answer + "\n\n" + text
+                turn.answer_chars += 2 + len(text)
             else:
                 # A later message of the turn: its text is the answer so far. One already written
                 # stays (it was said); this one is written as the turn's next answer.
-                turn.answer = text
+                whole, turn.answer_chars = text, len(text)
                 turn.answer_message = message_id
-            turn.answer_uuid = str(entry.get("uuid") or "")
+            turn.answer = whole[:MAX_ANSWER_CHARS]  # the cursor keeps no more than a record would
+            line_uuid = entry.get("uuid")
+            turn.answer_uuid = line_uuid if isinstance(line_uuid, str) and line_uuid.strip() else f"@{offset}"
             turn.answer_at = str(entry.get("timestamp") or "")
             turn.written = False
             turn.ended_on_text = True
