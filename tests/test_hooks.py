@@ -380,7 +380,15 @@ async def test_outage_is_announced_once_and_its_end_once(
 
 # --- hook install ---------------------------------------------------------------------------------
 
-EVENTS = {"SessionStart": "session-start", "PreToolUse": "pre-edit", "UserPromptSubmit": "prompt"}
+EVENTS = {
+    "SessionStart": "session-start",
+    "PreToolUse": "pre-edit",
+    "UserPromptSubmit": "prompt",
+    "Stop": "capture",
+    "PreCompact": "capture",
+    "SessionEnd": "capture",
+}
+CAPTURE_EVENTS = ("Stop", "PreCompact", "SessionEnd")
 
 
 def ours(home: Path) -> dict[str, str]:
@@ -441,7 +449,9 @@ def test_install_keeps_every_existing_entry_and_is_idempotent(tmp_path: Path) ->
     assert settings["hooks"]["PreToolUse"][1]["matcher"] == "Edit|Write|MultiEdit"
     assert commands(settings, "SessionStart") == ["echo hello", expected["SessionStart"]]
     assert commands(settings, "UserPromptSubmit") == [expected["UserPromptSubmit"]]
-    assert settings["hooks"]["Stop"] == EXISTING["hooks"]["Stop"]
+    # Their Stop hook stays, ours (capture) comes after it.
+    assert commands(settings, "Stop") == ["notify-send done", expected["Stop"]]
+    assert commands(settings, "SessionEnd") == [expected["SessionEnd"]]
     assert (tmp_path / ".claude" / "settings.json.bak").read_text() == original
 
     installed = path.read_text()
@@ -483,6 +493,17 @@ def test_install_project_creates_the_file_in_the_folder(tmp_path: Path) -> None:
         event: [cmd] for event, cmd in expected.items()
     }
     assert not (home / ".claude").exists()
+
+
+def test_install_no_capture_leaves_the_capture_hook_out(tmp_path: Path) -> None:
+    result = install(tmp_path, "--no-capture")
+    assert result.returncode == 0, result.stderr
+    settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
+    expected = ours(tmp_path)
+    assert {
+        event: commands(settings, event) for event in ("SessionStart", "PreToolUse", "UserPromptSubmit")
+    } == {event: [expected[event]] for event in ("SessionStart", "PreToolUse", "UserPromptSubmit")}
+    assert not any(event in settings["hooks"] for event in CAPTURE_EVENTS), settings
 
 
 def test_install_replaces_an_older_command_of_ours_and_keeps_the_rest(tmp_path: Path) -> None:

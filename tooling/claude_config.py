@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "CAPTURE",
     "HOOKS",
     "ConfigError",
     "Edit",
@@ -37,12 +38,16 @@ __all__ = [
     "undo_edit",
 ]
 
-# Our hook name -> (Claude Code's event, matcher).
-HOOKS = {
-    "session-start": ("SessionStart", None),
-    "pre-edit": ("PreToolUse", "Edit|Write|MultiEdit"),
-    "prompt": ("UserPromptSubmit", None),
-}
+# (our hook name, Claude Code's event, matcher); the capture hook serves three events.
+CAPTURE = "capture"
+HOOKS: tuple[tuple[str, str, str | None], ...] = (
+    ("session-start", "SessionStart", None),
+    ("pre-edit", "PreToolUse", "Edit|Write|MultiEdit"),
+    ("prompt", "UserPromptSubmit", None),
+    (CAPTURE, "Stop", None),
+    (CAPTURE, "PreCompact", None),
+    (CAPTURE, "SessionEnd", None),
+)
 # Seconds Claude Code lets a hook run: a bound for the case the hook's own 1.5 s budget cannot hold
 # (a machine so loaded that the interpreter does not start); never reached otherwise.
 HOOK_TIMEOUT_S = 10
@@ -183,13 +188,17 @@ def _prune(data: dict[str, Any], created: list[list[str]]) -> None:
 # --- hooks ----------------------------------------------------------------------------------------
 
 
-def hook_commands(executable: Sequence[str], gateway: str, data_dir: Path) -> dict[str, str]:
+def hook_commands(
+    executable: Sequence[str], gateway: str, data_dir: Path, *, capture: bool = True
+) -> dict[str, str]:
     """Our hook name -> the shell command Claude Code runs: this installation's executable by its
     absolute path (the hook runs with Claude Code's PATH, which may not find it), this stack's
-    gateway and data dir (for the first-run token and the hook state). Never the token."""
+    gateway and data dir (for the first-run token and the hook state). Never the token. Without
+    `capture`, no capture hook."""
     return {
         name: shlex.join([*executable, "hook", name, "--gateway", gateway, "--data-dir", str(data_dir)])
-        for name in HOOKS
+        for name, _event, _matcher in HOOKS
+        if capture or name != CAPTURE
     }
 
 
@@ -216,13 +225,16 @@ def _hook_objects(entries: list[Any]) -> list[tuple[dict[str, Any], dict[str, An
 
 
 def add_hooks(path: Path, commands: dict[str, str], what: str) -> Edit:
-    """Our three hooks in the settings file at `path`: each added where the event has none of ours,
-    an older command of ours (another install, another stack) replaced, an identical one kept."""
+    """Our hooks named in `commands` in the settings file at `path`: each added where the event has
+    none of ours, an older command of ours (another install, another stack) replaced, an identical
+    one kept."""
     before, data = _read(path, what)
     created: list[list[str]] = []
     added: list[dict[str, Any]] = []
     said: list[str] = []
-    for name, (event, matcher) in HOOKS.items():
+    for name, event, matcher in HOOKS:
+        if name not in commands:
+            continue
         command = commands[name]
         entries, made = _container(data, ["hooks", event], path, list)
         created += made

@@ -6,8 +6,13 @@ It writes, keeping every other entry of each file:
   its environment; the token is never written into the folder, which may be committed) and
   `X-Hypermnesia-Project: <the folder's project>`, which records the project for everyone who reads
   the file (docs/PROJECTS.md);
-- the three hooks, in `DIR/.claude/settings.local.json` (or, with --user, `~/.claude/settings.json`):
-  this installation's executable by its absolute path, this stack's gateway URL and data dir.
+- the hooks, in `DIR/.claude/settings.local.json` (or, with --user, `~/.claude/settings.json`):
+  this installation's executable by its absolute path, this stack's gateway URL and data dir; the
+  capture hook (Stop, PreCompact, SessionEnd) too unless --no-capture.
+
+`--no-capture` turns capture off for the folder's project (HM_DATA_DIR/capture-off.json, which the
+capture hook reads on every call, so it holds for hooks already written, in any settings file);
+`--capture` turns it back on.
 
 What it added is recorded in HM_DATA_DIR/connections.json, so `--undo` removes exactly that and
 puts back what it replaced. `--dry-run` prints the diff and writes nothing. Registered by
@@ -24,6 +29,7 @@ from typing import Any
 
 from hypermnesia.scopes import CONNECT_SERVER, PROJECT_HEADER, folder_project, project_slug
 from hypermnesia.settings import CommonSettings
+from tooling.capture import capture_off, set_capture
 from tooling.claude_config import (
     ConfigError,
     Edit,
@@ -104,6 +110,8 @@ def connect(args: argparse.Namespace, folder: Path, data_dir: Path) -> None:
             f"to name the project, or leave --project out (the folder's project is {found.name!r})",
             2,
         )
+    if args.capture and args.no_capture:
+        fail("--capture and --no-capture contradict each other: give one of them", 2)
     project = project_slug(args.project) if args.project else found.name
     url = resolve_gateway_url(os.environ, data_dir)
     entry = {
@@ -128,16 +136,20 @@ def connect(args: argparse.Namespace, folder: Path, data_dir: Path) -> None:
                 folder / ".mcp.json", ["mcpServers"], args.name, entry, WHAT, force=args.force
             )
             hooks_file = folder / ".claude" / "settings.local.json"
-        hooks = add_hooks(hooks_file, hook_commands(command_words(), url, data_dir), WHAT)
+        commands = hook_commands(command_words(), url, data_dir, capture=not args.no_capture)
+        hooks = add_hooks(hooks_file, commands, WHAT)
     except ConfigError as exc:
         fail(str(exc), 2)
     edits = [server, hooks]
     if args.dry_run:
         _show(edits, dry_run=True)
+        if args.capture or args.no_capture:
+            print(f"dry run: capture would be {'on' if args.capture else 'off'} for project {project!r}")
         print(f"dry run: {folder} would be project {project!r} on {url}; nothing was written")
         return
     for edit in edits:
         edit.apply()
+    flipped = (args.capture or args.no_capture) and set_capture(data_dir, project, args.capture, str(folder))
     changed = [edit.record for edit in edits if edit.changes and edit.record is not None]
     if changed:
         record_file = data_dir / RECORD_FILE
@@ -156,8 +168,23 @@ def connect(args: argparse.Namespace, folder: Path, data_dir: Path) -> None:
         origin = f"as recorded in {found.recorded_in}"
     else:
         origin = "derived from the folder's path"
-    verb = "connected" if changed else "already connected (nothing to change)"
+    verb = (
+        "connected"
+        if changed
+        else "already connected"
+        if flipped
+        else "already connected (nothing to change)"
+    )
     print(f"{folder}: {verb}: project {project!r} ({origin}), gateway {url}")
+    if capture_off(data_dir, project):
+        print(
+            f"capture is off for project {project!r}: its sessions are not recorded (--capture turns it on)"
+        )
+    else:
+        print(
+            f"capture is on: the session's prompts and answers are recorded in project {project!r} "
+            "(--no-capture turns it off)"
+        )
     print(_token_advice(data_dir))
     if not _reachable(url):
         print(
@@ -254,6 +281,13 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction 
     p.add_argument("--name", default=CONNECT_SERVER, help=f"the MCP server's name (default {CONNECT_SERVER})")
     p.add_argument("--force", action="store_true", help="replace a different MCP entry of that name")
     p.add_argument("--dry-run", action="store_true", help="print the change as a diff; write nothing")
+    p.add_argument(
+        "--no-capture",
+        action="store_true",
+        help="turn capture off for the folder's project: its Claude Code sessions are not recorded "
+        "(holds for hooks already written; no capture hook is added)",
+    )
+    p.add_argument("--capture", action="store_true", help="turn capture back on for the folder's project")
     p.add_argument(
         "--undo",
         action="store_true",

@@ -1,4 +1,5 @@
-"""Claude Code hooks: `hypermnesia hook session-start | pre-edit | prompt` and `hook install`.
+"""Claude Code hooks: `hypermnesia hook session-start | pre-edit | prompt | capture` and `hook install`
+(capture, which records the session rather than inject anything, is tooling/capture.py).
 
 A hook reads Claude Code's hook JSON on stdin and prints what to inject as Claude Code's JSON hook
 output (`hookSpecificOutput.additionalContext`), or nothing. Memory is an enhancement, never a gate:
@@ -9,6 +10,8 @@ once. Recalled text is fenced as data behind a per-call random nonce it cannot f
 The project (and the repo of its map) is the project of the hook's folder, CLAUDE_PROJECT_DIR as
 Claude Code sets it, by the one rule (`folder_project`): the MCP entry `connect` wrote there, an
 MCP root of that folder, `map load` and `import` run there all name the same project.
+
+Every call names Claude Code's session in SESSION_HEADER, the project in PROJECT_HEADER.
 
 The commands `connect` and `hook install` write carry `--gateway URL --data-dir DIR` (this stack's),
 since a hook runs with Claude Code's environment, not the one `up` was started from.
@@ -55,6 +58,9 @@ EVENTS = {
     "pre-edit": "PreToolUse",
     "prompt": "UserPromptSubmit",
 }
+# Every call a hook makes names Claude Code's session, so the gateway can tell what was delivered to it.
+SESSION_HEADER = "X-Hypermnesia-Session"
+_SESSION_ID = re.compile(r"[\x21-\x7e]{1,200}")
 
 FENCE = "hypermnesia-data"
 # Any line of recalled text that looks like a fence marker (ours or an attempt at one).
@@ -138,11 +144,13 @@ def save_state(path: Path, state: dict[str, Any]) -> None:
 @dataclass
 class Reply:
     """One call's outcome: ok (body), down (unreachable, timed out or 5xx), refused (401/403),
-    or other (4xx such as "no map for this repo": reachable, nothing to say)."""
+    other (4xx such as "no map for this repo": reachable, nothing to say), or sent (a handoff
+    call written whole, its answer not back in time)."""
 
     outcome: str
     body: Any = None
     detail: str = ""
+    status: int = 0  # the HTTP status, when there was an answer
 
 
 @dataclass(frozen=True)
@@ -152,6 +160,9 @@ class Call:
     path: str
     params: dict[str, str] = field(default_factory=dict)
     json: dict[str, Any] | None = None
+    # Once the request is written, the gateway does the work whether or not its answer comes back
+    # in time: no answer then is "sent", not an outage (the capture hook's batch).
+    handoff: bool = False
 
 
 def _error_message(status: int, body: bytes) -> str:
@@ -164,9 +175,12 @@ def _error_message(status: int, body: bytes) -> str:
     return f"HTTP {status}"
 
 
-def _one(base_url: str, headers: dict[str, str], call: Call, seconds: float) -> Reply:
+def _one(
+    base_url: str, headers: dict[str, str], call: Call, seconds: float, sent: set[str] | None = None
+) -> Reply:
     """One request with the standard library's http.client: importing an HTTP library costs a
-    loaded machine most of the hook's budget, and a hook makes one or two calls to one host."""
+    loaded machine most of the hook's budget, and a hook makes one or two calls to one host.
+    `sent` gets the call's name once the whole request is written."""
     import http.client
 
     parts = urlsplit(base_url)
@@ -175,15 +189,19 @@ def _one(base_url: str, headers: dict[str, str], call: Call, seconds: float) -> 
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     path = parts.path.rstrip("/") + call.path + (f"?{urlencode(call.params)}" if call.params else "")
     body = None if call.json is None else json.dumps(call.json).encode()
-    sent = {**headers, "Accept": "application/json"}
+    sent_headers = {**headers, "Accept": "application/json"}
     if body is not None:
-        sent["Content-Type"] = "application/json"
+        sent_headers["Content-Type"] = "application/json"
     connection = kind(parts.hostname, parts.port, timeout=seconds)
     try:
-        connection.request(call.method, path, body=body, headers=sent)
+        connection.request(call.method, path, body=body, headers=sent_headers)
+        if sent is not None:
+            sent.add(call.name)
         response = connection.getresponse()
         status, data = response.status, response.read()
     except TimeoutError:
+        if call.handoff and sent is not None and call.name in sent:
+            return Reply("sent", detail="sent; no answer in time")
         return Reply("down", detail="no answer in time")
     except (OSError, http.client.HTTPException) as exc:
         return Reply("down", detail=f"could not connect ({type(exc).__name__})")
@@ -194,7 +212,7 @@ def _one(base_url: str, headers: dict[str, str], call: Call, seconds: float) -> 
     if status in (401, 403):
         return Reply("refused", detail=_error_message(status, data))
     if status != 200:
-        return Reply("other", detail=_error_message(status, data))
+        return Reply("other", detail=_error_message(status, data), status=status)
     try:
         return Reply("ok", body=json.loads(data))
     except ValueError:
@@ -208,10 +226,11 @@ def fetch(base_url: str, headers: dict[str, str], calls: list[Call], deadline: f
     seconds = max(MIN_NETWORK_S, deadline - time.monotonic())
     ends = time.monotonic() + seconds
     replies: dict[str, Reply] = {}
+    sent: set[str] = set()
 
     def run(call: Call) -> None:
         try:
-            replies[call.name] = _one(base_url, headers, call, seconds)
+            replies[call.name] = _one(base_url, headers, call, seconds, sent)
         except BaseException as exc:  # noqa: BLE001 - a bug must not cost the other call its answer
             replies[call.name] = Reply("other", detail=f"hook error: {exc!r}")
 
@@ -224,6 +243,9 @@ def fetch(base_url: str, headers: dict[str, str], calls: list[Call], deadline: f
     for worker in workers:
         worker.join(max(0.0, ends - time.monotonic()) + 0.05)
     done = dict(replies)  # a copy: a late thread must not change what is rendered
+    for call in calls:
+        if call.name not in done and call.handoff and call.name in sent:
+            done[call.name] = Reply("sent", detail="sent; no answer in time")
     return {call.name: done.get(call.name) or Reply("down", detail="no answer in time") for call in calls}
 
 
@@ -387,6 +409,33 @@ def _status_lines(replies: dict[str, Reply], state: dict[str, Any], url: str) ->
     return lines, True
 
 
+def announce(replies: dict[str, Reply], env: Mapping[str, str], url: str) -> tuple[list[str], bool]:
+    """What to tell about the store's state after these replies (once per change, kept in the
+    state file every hook shares) and whether to go on to render."""
+    path = state_path(env)
+    state = load_state(path)
+    before = dict(state)
+    lines, go_on = _status_lines(replies, state, url)
+    if state != before:
+        with contextlib.suppress(OSError):
+            save_state(path, state)
+    return lines, go_on
+
+
+def request_headers(
+    hook: Mapping[str, Any], project: FolderProject, env: Mapping[str, str]
+) -> dict[str, str]:
+    """The project, the token (when there is one) and Claude Code's session id."""
+    headers = {PROJECT_HEADER: project.name}
+    bearer = token(env)
+    if bearer:
+        headers["Authorization"] = f"Bearer {bearer}"
+    session = hook.get("session_id")
+    if isinstance(session, str) and _SESSION_ID.fullmatch(session.strip()):
+        headers[SESSION_HEADER] = session.strip()
+    return headers
+
+
 def budget(env: Mapping[str, str]) -> float:
     """HM_HOOK_BUDGET_S (for a distant gateway, or a test on a loaded machine), else BUDGET_S."""
     try:
@@ -410,24 +459,14 @@ def run_hook(event: str, raw: str, env: Mapping[str, str], started: float) -> st
     if not calls:
         return ""
     url = gateway_url(env)
-    headers = {PROJECT_HEADER: project.name}
-    bearer = token(env)
-    if bearer:
-        headers["Authorization"] = f"Bearer {bearer}"
-    replies = fetch(url, headers, calls, deadline)
+    replies = fetch(url, request_headers(hook, project, env), calls, deadline)
 
     for name, reply in replies.items():
         if reply.outcome == "other":
             # Not shown to the agent (exit 0 keeps stderr out of its context); there for a person.
             sys.stderr.write(f"hypermnesia hook {event}: {name}: {reply.detail}\n")
 
-    path = state_path(env)
-    state = load_state(path)
-    before = dict(state)
-    lines, go_on = _status_lines(replies, state, url)
-    if state != before:
-        with contextlib.suppress(OSError):
-            save_state(path, state)
+    lines, go_on = announce(replies, env, url)
     if go_on:
         parts = []
         if "map" in replies and replies["map"].outcome == "ok":
@@ -479,7 +518,12 @@ def cmd_hook(args: argparse.Namespace) -> None:
             env["HM_GATEWAY_URL"] = args.gateway
         if getattr(args, "data_dir", None):
             env["HM_DATA_DIR"] = args.data_dir
-        out = run_hook(args.hook_event, _read_stdin(), env, started)
+        if args.hook_event == "capture":
+            from tooling.capture import run_capture
+
+            out = run_capture(_read_stdin(), env, started)
+        else:
+            out = run_hook(args.hook_event, _read_stdin(), env, started)
         if out:
             sys.stdout.write(out + "\n")
     except BaseException as exc:  # noqa: BLE001 - fail open on anything, bugs included
@@ -504,7 +548,7 @@ def settings_path(project: bool) -> Path:
     return Path.home() / ".claude" / "settings.json"
 
 
-def install(path: Path, *, dry_run: bool, out: Any = None) -> int:
+def install(path: Path, *, dry_run: bool, capture: bool = True, out: Any = None) -> int:
     """Merge our hooks into the settings file; 0 when done (or nothing to do), 2 when refused."""
     import shutil
 
@@ -516,7 +560,8 @@ def install(path: Path, *, dry_run: bool, out: Any = None) -> int:
     folder = data_dir(os.environ).absolute()
     url = resolve_gateway_url(os.environ, folder)
     try:
-        edit = add_hooks(path, hook_commands(command_words(), url, folder), "`hypermnesia hook install`")
+        commands = hook_commands(command_words(), url, folder, capture=capture)
+        edit = add_hooks(path, commands, "`hypermnesia hook install`")
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 2
@@ -540,7 +585,7 @@ def install(path: Path, *, dry_run: bool, out: Any = None) -> int:
 
 
 def cmd_install(args: argparse.Namespace) -> None:
-    raise SystemExit(install(settings_path(args.project), dry_run=args.dry_run))
+    raise SystemExit(install(settings_path(args.project), dry_run=args.dry_run, capture=not args.no_capture))
 
 
 # --- command line -------------------------------------------------------------------------------
@@ -560,16 +605,18 @@ class _HookParser(argparse.ArgumentParser):
 
 
 def register(sub: argparse._SubParsersAction, bench_sub: argparse._SubParsersAction | None = None) -> None:
-    """Add `hook` (session-start, pre-edit, prompt, install) to the `hypermnesia` command.
+    """Add `hook` (session-start, pre-edit, prompt, capture, install) to the `hypermnesia` command.
     `bench_sub` is accepted so this fits tooling.cli's COMMAND_MODULES; hooks add no benchmark."""
     hook = sub.add_parser(
-        "hook", help="Claude Code hooks: inject memory at session start, before edits, on prompts"
+        "hook",
+        help="Claude Code hooks: inject memory at session start, before edits, on prompts; capture the session",
     )
     events = hook.add_subparsers(dest="hook_event", required=True, parser_class=_HookParser)
     helps = {
         "session-start": "SessionStart: the project map (tier 0) and where things stand",
         "pre-edit": "PreToolUse (Edit|Write|MultiEdit): the rules for the file, with why each applies",
         "prompt": "UserPromptSubmit: memories related to the prompt",
+        "capture": "Stop, PreCompact, SessionEnd: the session's prompts and answers into the raw log",
     }
     for name, text in helps.items():
         parser = events.add_parser(
@@ -585,7 +632,7 @@ def register(sub: argparse._SubParsersAction, bench_sub: argparse._SubParsersAct
         parser.set_defaults(func=cmd_hook, hook_event=name)
     setup = events.add_parser(
         "install",
-        help="add the three hooks to Claude Code's settings (`hypermnesia connect` adds the MCP entry too)",
+        help="add the hooks to Claude Code's settings (`hypermnesia connect` adds the MCP entry too)",
     )
     setup.add_argument(
         "--project",
@@ -593,6 +640,11 @@ def register(sub: argparse._SubParsersAction, bench_sub: argparse._SubParsersAct
         help="write ./.claude/settings.local.json instead of ~/.claude/settings.json",
     )
     setup.add_argument("--dry-run", action="store_true", help="print the change as a diff; write nothing")
+    setup.add_argument(
+        "--no-capture",
+        action="store_true",
+        help="leave out the capture hook (Stop, PreCompact, SessionEnd), which records the session's turns",
+    )
     setup.set_defaults(func=cmd_install)
 
 
