@@ -12,8 +12,9 @@ T; a memory deleted after T is back as it was. The filters then judge validity a
 supersede chain answers the version current at T.
 
 How it is scored. The replayed rows go into temporary tables of the read's own transaction
-(`hm_past_memories`, with the same generated tsvector and length columns as `memories`, and the
-lexical statistics `hm_past_lexical_scope` / `hm_past_lexical_df` counted over them), and the
+(`hm_past_memories`, whose tsvector and length are the live row's where the text is the same,
+else made by the live table's own generation expressions; and the lexical statistics
+`hm_past_lexical_scope` / `hm_past_lexical_df` counted over them), and the
 search runs its own SQL on them: a `Past` is a pool whose statements read those tables in place
 of the live ones. So BM25, fusion, gates, the thread context and the recall-depth walk are the
 very code of the normal search, over the as-of texts and as-of statistics. The dense leg is an
@@ -73,30 +74,47 @@ _PAST_TABLES = {
 }
 _TABLE_REF = re.compile(r"\b(FROM|JOIN)(\s+)(memories|lexical_scope|lexical_df)\b")
 
-_CREATE = (
-    "CREATE TEMPORARY TABLE hm_past_memories"
-    " (LIKE memories INCLUDING DEFAULTS INCLUDING GENERATED) ON COMMIT DROP"
+# The generated columns (the tsvector and its length) become plain columns here: copied from the
+# live row when the text is the same as then, else computed by the live table's own expressions,
+# read from the catalog, so the migrations stay their one home.
+_CREATE = "CREATE TEMPORARY TABLE hm_past_memories (LIKE memories INCLUDING DEFAULTS) ON COMMIT DROP"
+_GENERATED = (
+    "SELECT a.attname, pg_get_expr(d.adbin, d.adrelid) AS expression FROM pg_attribute a"
+    " JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum"
+    " WHERE a.attrelid = 'memories'::regclass AND a.attgenerated = 's' ORDER BY a.attnum"
 )
 _RECORDS = (
     "SELECT r.id, r.kind, r.target_id, t.payload FROM records r LEFT JOIN record_texts t ON t.record_id = r.id"
     " WHERE r.scope = ANY($1::text[]) AND r.created_at <= $2 ORDER BY r.seq"
 )
-_COLUMN_LIST = ", ".join(COLUMNS)
-_INSERT = (
-    f"INSERT INTO hm_past_memories ({_COLUMN_LIST})"
-    f" SELECT {_COLUMN_LIST} FROM jsonb_populate_recordset(NULL::hm_past_memories, $1::jsonb)"
-)
-# The graph's staleness is not in the log: a conclusion stale now went stale at stale_at, which
-# the filters compare with T.
-_STALENESS = (
-    "UPDATE hm_past_memories p SET stale_at = m.stale_at, stale_because = m.stale_because,"
-    " stale_premise = m.stale_premise FROM memories m WHERE m.id = p.id AND m.stale_at IS NOT NULL"
-)
-# A text unchanged since T keeps its current vector.
-_SAME_TEXT_VECTORS = (
-    "UPDATE hm_past_memories p SET embedding = m.embedding FROM memories m"
-    " WHERE m.id = p.id AND m.description = p.description AND m.content = p.content"
-)
+
+
+def _insert_sql(generated: list[str]) -> str:
+    """The replayed rows ($1, a JSON array of curated columns) with what the live row gives: its
+    vector and generated columns when the text is the same as then, and its staleness (the graph's
+    staleness is not in the log: a conclusion stale now went stale at stale_at, which the filters
+    compare with T)."""
+    copied = ["embedding", *generated]
+    stale = ["stale_at", "stale_because", "stale_premise"]
+    columns = ", ".join([*COLUMNS, *copied, *stale])
+    values = ", ".join(
+        [*(f"j.{c}" for c in COLUMNS), *(f"same.{c}" for c in copied), *(f"m.{c}" for c in stale)]
+    )
+    return (
+        f"INSERT INTO hm_past_memories ({columns}) SELECT {values}"
+        " FROM jsonb_populate_recordset(NULL::hm_past_memories, $1::jsonb) j"
+        " LEFT JOIN memories m ON m.id = j.id"
+        " LEFT JOIN memories same ON same.id = j.id AND same.description = j.description"
+        " AND same.content = j.content"
+    )
+
+
+def _compute_sql(generated: list[tuple[str, str]]) -> str:
+    """The generated columns of the rows whose text changed since then (or that are gone)."""
+    sets = ", ".join(f"{name} = {expression}" for name, expression in generated)
+    return f"UPDATE hm_past_memories SET {sets} WHERE {generated[0][0]} IS NULL"
+
+
 _KEPT_VECTORS = (
     "SELECT p.id, p.description, p.content, s.vector FROM hm_past_memories p"
     " LEFT JOIN embedding_store s ON s.text_sha256 = hm_embedding_text_sha256(p.description, p.content)"
@@ -226,9 +244,9 @@ async def past(
         state, purged = replay(records)
         await conn.execute(_CREATE)
         if state:
-            await conn.execute(_INSERT, json.dumps(list(state.values())))
-        await conn.execute(_STALENESS)
-        await conn.execute(_SAME_TEXT_VECTORS)
+            generated = [(r["attname"], r["expression"]) for r in await conn.fetch(_GENERATED)]
+            await conn.execute(_insert_sql([name for name, _ in generated]), json.dumps(list(state.values())))
+            await conn.execute(_compute_sql(generated))
         degraded = await _fill_vectors(conn, embed)
         await conn.execute(_STATISTICS)
         yield Past(conn, at, scopes, sorted(purged), degraded + ([PURGED] if purged else []))
