@@ -226,3 +226,43 @@ async def test_the_past_of_scopes_a_caller_cannot_read_stays_closed(stack: Stack
             await http.post("/memories/search", json={"query": "release train", "as_of": at, **NO_GATES})
         )
         assert own["results"] == [] and "purged" not in own
+
+
+HISTORY = "asof-history"
+HISTORY_HEADERS = {"Authorization": "Bearer alice-token", "X-Hypermnesia-Project": HISTORY}
+JUNE = "Maya: the warehouse migration starts in June"
+AUGUST = "Maya: the warehouse migration slipped to August"
+PG13 = "The warehouse database runs on Postgres 13"
+PG16 = "The warehouse database runs on Postgres 16"
+
+
+async def test_imported_history_answers_as_of_its_own_dates(stack: Stack) -> None:
+    """Records imported with the dates they happened on (a conversation, a note and its correction)
+    are known from those dates: the turns of a thread and the version of a corrected note current
+    at each time, in search and in the context's recent turns."""
+    records = [
+        {"type": "conversation", "thread_id": "standup", "source_ref": "s1", "created_at": "2023-05-01T09:00:00Z", "content": JUNE},
+        {"type": "conversation", "thread_id": "standup", "source_ref": "s2", "prev_source_ref": "s1", "created_at": "2023-06-01T09:00:00Z", "content": AUGUST},
+        {"type": "note", "source_ref": "n1", "created_at": "2023-05-02T00:00:00Z", "content": PG13},
+        {"type": "note", "source_ref": "n2", "supersedes": "n1", "created_at": "2023-07-01T00:00:00Z", "content": PG16},
+    ]  # fmt: skip
+    async with httpx.AsyncClient(base_url=stack.base_url, headers=HISTORY_HEADERS, timeout=60) as http:
+        await _ok(await http.post("/records/import", json={"records": records}))
+        query = "warehouse migration and database"
+        for at, expected in (
+            ("2022-01-01T00:00:00Z", set()),
+            ("2023-05-15T00:00:00Z", {JUNE, PG13}),
+            ("2023-06-15T00:00:00Z", {JUNE, AUGUST, PG13}),
+            ("2023-07-15T00:00:00Z", {JUNE, AUGUST, PG16}),
+        ):
+            body = await _ok(
+                await http.post("/memories/search", json={"query": query, "as_of": at, **NO_GATES})
+            )
+            assert set(_texts(body).values()) == expected, at
+        context = await _ok(
+            await http.post(
+                "/records/context", json={"thread_id": "standup", "as_of": "2023-05-15T00:00:00Z"}
+            )
+        )
+        assert JUNE in context["layers"]["recent"]["text"] and AUGUST not in context["context"]
+        assert PG13 in context["context"] and PG16 not in context["context"]
