@@ -16,6 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
+from services.curation import memory_fields
+from services.retrieval import as_of
 from tests.conftest import Stack
 from tests.helpers import mcp_session, tool_json
 from tests.test_curation_admin import cli
@@ -94,6 +96,23 @@ def _lexical(body: dict[str, Any]) -> dict[str, bool]:
 
 def _texts(body: dict[str, Any]) -> dict[str, str]:
     return {r["id"]: r["content"] for r in body["results"]}
+
+
+async def test_the_replay_of_the_whole_log_is_the_store(stack: Stack, timeline: Timeline) -> None:
+    """as_of's replay (services/retrieval/as_of.py) of every record so far rebuilds the project's
+    memories column for column as the writes left them (the access columns, which reads bump
+    outside the log, aside); the purged memory is known only as purged."""
+    scope = f"project:{PROJECT}"
+    rows = await stack.pool.fetch(f"SELECT {memory_fields.SELECT_LIST} FROM memories WHERE scope = $1", scope)
+    records = await stack.pool.fetch(as_of._RECORDS, [scope], datetime.now(UTC))
+    state, purged = as_of.replay(records)
+    live = {str(r["id"]): memory_fields.to_json(r) for r in rows}
+    for memories in (state, live):
+        for memory in memories.values():
+            for name in memory_fields.ACCESS_COLUMNS:
+                memory.pop(name)
+    assert state == live
+    assert purged == {timeline.ids["vendor"]}
 
 
 async def test_search_answers_the_memories_and_texts_of_then(stack: Stack, timeline: Timeline) -> None:
