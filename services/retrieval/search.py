@@ -194,7 +194,8 @@ class Searcher:
             return vector
         except Unavailable as exc:
             log.warning("searching lexical-only: %s", exc.message)
-            degraded.append(EMBEDDER_UNAVAILABLE)
+            if EMBEDDER_UNAVAILABLE not in degraded:  # an as-of read may have said so already
+                degraded.append(EMBEDDER_UNAVAILABLE)
             metrics.DEGRADED.inc()
             return None
 
