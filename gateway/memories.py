@@ -84,6 +84,10 @@ _SCOPE_TO_WRITE = "Where the memory lives, e.g. 'user:alice' or 'shared'; defaul
 _SCOPE_OF_CORRECTION = (
     "Where the correction lives; defaults to the replaced memory's scope, the only one allowed."
 )
+_AS_OF = (
+    "Answer from the memories as they were at this past instant (ISO 8601): texts, versions and "
+    "supersedes current then; `purged` lists ids whose text was erased since."
+)
 _INCLUDE_STALE = (
     "Include stale conclusions (a premise they rest on changed since), flagged stale with stale_because."
 )
@@ -182,7 +186,7 @@ class SearchMemories(Request):
     repo: str | None = field("Only memories of this repository.", None)
     since: IsoTime | None = field("Only memories created at or after this time (ISO 8601).", None)
     until: IsoTime | None = field("Only memories created before this time (ISO 8601).", None)
-    as_of: IsoTime | None = field("What was true at this instant: the versions valid then (ISO 8601).", None)
+    as_of: IsoTime | None = field(_AS_OF, None)
     mode: str | None = field(
         "answer (relevance first, the default) or manager (recency, open tasks first).", None, enum=MODES
     )
@@ -324,6 +328,7 @@ class GetContext(Request):
     )
     include_stale: bool = field(_INCLUDE_STALE, False)
     depth: str = field(_DEPTH, "derived", enum=DEPTHS)
+    as_of: IsoTime | None = field(_AS_OF, None)
 
 
 async def assemble_context(backends: Backends, session: Session, request: GetContext) -> dict[str, Any]:

@@ -312,6 +312,8 @@ def search_json(response: retrieval_pb2.SearchResponse, *, with_depth: bool) -> 
     if with_depth:
         # The envelope existing clients read stays as it was for a search that names no depth.
         out.update(depth=response.depth, depth_reason=response.depth_reason)
+    if response.purged:
+        out["purged"] = list(response.purged)  # as_of: present then, text purged since
     return out
 
 
@@ -412,6 +414,8 @@ def context_json(response: retrieval_pb2.ContextResponse) -> dict[str, Any]:
         "depth": response.depth,
         "depth_reason": response.depth_reason,
         "degraded": list(response.degraded),
+        # as_of: memories present then whose text has been purged since (ids only).
+        **({"purged": list(response.purged)} if response.purged else {}),
     }
 
 

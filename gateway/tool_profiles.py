@@ -82,7 +82,7 @@ FULL_ONLY_PARAMETERS: dict[str, frozenset[str]] = {
         }
     ),
     "memory_list": frozenset({"as_of", "kind", "type", "include_stale"}),
-    "memory_context": frozenset({"repo", "mode", "thread_id", "budgets", "include_stale", "depth"}),
+    "memory_context": frozenset({"repo", "mode", "thread_id", "budgets", "include_stale", "depth", "as_of"}),
     "memory_ask": frozenset({"depth"}),
     "memory_update": frozenset({"decay_class"}),
     "memory_supersede": frozenset({"kind"}),

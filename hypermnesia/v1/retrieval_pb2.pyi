@@ -99,18 +99,20 @@ class SearchHit(_message.Message):
     def __init__(self, memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., similarity: _Optional[float] = ..., score: _Optional[float] = ..., lexical_match: _Optional[bool] = ..., entity_overlap: _Optional[float] = ..., active_task: _Optional[bool] = ..., topic_match: _Optional[bool] = ..., premise_of: _Optional[str] = ..., hops: _Optional[int] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
-    __slots__ = ("hits", "degraded", "stats", "depth", "depth_reason")
+    __slots__ = ("hits", "degraded", "stats", "depth", "depth_reason", "purged")
     HITS_FIELD_NUMBER: _ClassVar[int]
     DEGRADED_FIELD_NUMBER: _ClassVar[int]
     STATS_FIELD_NUMBER: _ClassVar[int]
     DEPTH_FIELD_NUMBER: _ClassVar[int]
     DEPTH_REASON_FIELD_NUMBER: _ClassVar[int]
+    PURGED_FIELD_NUMBER: _ClassVar[int]
     hits: _containers.RepeatedCompositeFieldContainer[SearchHit]
     degraded: _containers.RepeatedScalarFieldContainer[str]
     stats: SearchStats
     depth: str
     depth_reason: str
-    def __init__(self, hits: _Optional[_Iterable[_Union[SearchHit, _Mapping]]] = ..., degraded: _Optional[_Iterable[str]] = ..., stats: _Optional[_Union[SearchStats, _Mapping]] = ..., depth: _Optional[str] = ..., depth_reason: _Optional[str] = ...) -> None: ...
+    purged: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, hits: _Optional[_Iterable[_Union[SearchHit, _Mapping]]] = ..., degraded: _Optional[_Iterable[str]] = ..., stats: _Optional[_Union[SearchStats, _Mapping]] = ..., depth: _Optional[str] = ..., depth_reason: _Optional[str] = ..., purged: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetRequest(_message.Message):
     __slots__ = ("caller", "id", "min_lsn")
@@ -219,7 +221,7 @@ class StatsResponse(_message.Message):
     def __init__(self, scopes: _Optional[_Iterable[_Union[ScopeCount, _Mapping]]] = ..., days: _Optional[int] = ..., searches: _Optional[int] = ..., empty_rate: _Optional[float] = ..., avg_hits: _Optional[float] = ..., avg_top_score: _Optional[float] = ..., p50_ms: _Optional[float] = ..., p95_ms: _Optional[float] = ..., p99_ms: _Optional[float] = ..., degraded_rate: _Optional[float] = ..., recent_misses: _Optional[_Iterable[str]] = ..., empty_searches: _Optional[int] = ...) -> None: ...
 
 class ContextRequest(_message.Message):
-    __slots__ = ("caller", "scopes", "query", "path", "repo", "mode", "thread_id", "budgets", "include_stale", "depth", "min_lsn")
+    __slots__ = ("caller", "scopes", "query", "path", "repo", "mode", "thread_id", "budgets", "include_stale", "depth", "min_lsn", "as_of")
     class BudgetsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -238,6 +240,7 @@ class ContextRequest(_message.Message):
     INCLUDE_STALE_FIELD_NUMBER: _ClassVar[int]
     DEPTH_FIELD_NUMBER: _ClassVar[int]
     MIN_LSN_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
     caller: _common_pb2.Caller
     scopes: _containers.RepeatedScalarFieldContainer[str]
     query: str
@@ -249,7 +252,8 @@ class ContextRequest(_message.Message):
     include_stale: bool
     depth: str
     min_lsn: int
-    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., scopes: _Optional[_Iterable[str]] = ..., query: _Optional[str] = ..., path: _Optional[str] = ..., repo: _Optional[str] = ..., mode: _Optional[str] = ..., thread_id: _Optional[str] = ..., budgets: _Optional[_Mapping[str, int]] = ..., include_stale: _Optional[bool] = ..., depth: _Optional[str] = ..., min_lsn: _Optional[int] = ...) -> None: ...
+    as_of: _timestamp_pb2.Timestamp
+    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., scopes: _Optional[_Iterable[str]] = ..., query: _Optional[str] = ..., path: _Optional[str] = ..., repo: _Optional[str] = ..., mode: _Optional[str] = ..., thread_id: _Optional[str] = ..., budgets: _Optional[_Mapping[str, int]] = ..., include_stale: _Optional[bool] = ..., depth: _Optional[str] = ..., min_lsn: _Optional[int] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ContextLayer(_message.Message):
     __slots__ = ("name", "text", "tokens", "budget", "cited_ids", "dropped")
@@ -268,7 +272,7 @@ class ContextLayer(_message.Message):
     def __init__(self, name: _Optional[str] = ..., text: _Optional[str] = ..., tokens: _Optional[int] = ..., budget: _Optional[int] = ..., cited_ids: _Optional[_Iterable[str]] = ..., dropped: _Optional[int] = ...) -> None: ...
 
 class ContextResponse(_message.Message):
-    __slots__ = ("layers", "total_tokens", "mode", "mode_reason", "degraded", "depth", "depth_reason")
+    __slots__ = ("layers", "total_tokens", "mode", "mode_reason", "degraded", "depth", "depth_reason", "purged")
     LAYERS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
@@ -276,6 +280,7 @@ class ContextResponse(_message.Message):
     DEGRADED_FIELD_NUMBER: _ClassVar[int]
     DEPTH_FIELD_NUMBER: _ClassVar[int]
     DEPTH_REASON_FIELD_NUMBER: _ClassVar[int]
+    PURGED_FIELD_NUMBER: _ClassVar[int]
     layers: _containers.RepeatedCompositeFieldContainer[ContextLayer]
     total_tokens: int
     mode: str
@@ -283,7 +288,8 @@ class ContextResponse(_message.Message):
     degraded: _containers.RepeatedScalarFieldContainer[str]
     depth: str
     depth_reason: str
-    def __init__(self, layers: _Optional[_Iterable[_Union[ContextLayer, _Mapping]]] = ..., total_tokens: _Optional[int] = ..., mode: _Optional[str] = ..., mode_reason: _Optional[str] = ..., degraded: _Optional[_Iterable[str]] = ..., depth: _Optional[str] = ..., depth_reason: _Optional[str] = ...) -> None: ...
+    purged: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, layers: _Optional[_Iterable[_Union[ContextLayer, _Mapping]]] = ..., total_tokens: _Optional[int] = ..., mode: _Optional[str] = ..., mode_reason: _Optional[str] = ..., degraded: _Optional[_Iterable[str]] = ..., depth: _Optional[str] = ..., depth_reason: _Optional[str] = ..., purged: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class MemoryVersion(_message.Message):
     __slots__ = ("memory_id", "record_id", "seq", "operation", "reason", "at", "author", "text", "content", "description", "changed")

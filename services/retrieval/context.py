@@ -19,14 +19,15 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import Any, cast
 
 import asyncpg
 
 from hypermnesia import recall_depth, validation
 from hypermnesia.embedder_client import EmbedderClient
 from hypermnesia.errors import HypermnesiaError, InvalidArgument, Unavailable
-from services.retrieval import reads, structure
+from services.retrieval import as_of, reads, structure
 from services.retrieval.filters import Prefilter
 from services.retrieval.search import Evidence, Searcher, SearchInput, SearchOutput
 
@@ -71,6 +72,7 @@ class ContextInput:
     budgets: dict[str, int] = field(default_factory=dict)
     include_stale: bool = False
     depth: str = ""  # empty = derived
+    as_of: datetime | None = None  # assemble from the store as it was then (as_of.py)
 
 
 @dataclass
@@ -81,6 +83,8 @@ class Assembled:
     degraded: list[str]
     depth: str
     depth_reason: str
+    # As of a time: the memories present then whose text has since been purged (as_of.Past).
+    purged: list[str] = field(default_factory=list)
 
 
 def choose_mode(requested: str, query: str) -> tuple[str, str]:
@@ -192,7 +196,7 @@ class ContextAssembler:
                 grants=q.grants,
                 query=q.query,
                 k=k,
-                filters=Prefilter(scopes=q.scopes, kinds=kinds, include_stale=q.include_stale),
+                filters=Prefilter(scopes=q.scopes, kinds=kinds, include_stale=q.include_stale, as_of=q.as_of),
                 mode=mode,
                 depth=depth,
             ),
@@ -206,8 +210,8 @@ class ContextAssembler:
         return out
 
     async def assemble(self, q: ContextInput, pool: asyncpg.Pool | None = None) -> Assembled:
-        """The layers for `q`, read through `pool` (a read replica's; default the primary's)."""
-        pool = pool or self.pool
+        """The layers for `q`, read through `pool` (a read replica's; default the primary's); with
+        `as_of`, from the store as it was then (the primary's), unless `pool` is that already."""
         mode, reason = choose_mode(q.mode, q.query)
         depth = recall_depth.check_depth(q.depth, recall_depth.DERIVED)
         # The layers beside `memories` keep or drop derived rows as asked; only `memories` widens.
@@ -224,7 +228,15 @@ class ContextAssembler:
             budgets[name] = value
         if q.path and not q.repo:
             raise InvalidArgument("a path needs its repo: pass repo (the project map the path belongs to)")
-        degraded: list[str] = []
+        if q.as_of is not None and not isinstance(pool, as_of.Past):
+            as_of.check_instant(q.as_of)
+            async with self.searcher.past(q.scopes, q.as_of) as past:
+                return await self.assemble(q, cast(asyncpg.Pool, past))
+        pool = pool or self.pool
+        at = q.as_of
+        # The project map and path rules are not versioned: an as-of block shows the current ones.
+        maps = self.pool if isinstance(pool, as_of.Past) else pool
+        degraded: list[str] = list(pool.degraded) if isinstance(pool, as_of.Past) else []
         searches: list[SearchOutput] = []
         started = time.perf_counter()
         counter = TokenCounter(self.embedder, degraded)
@@ -238,23 +250,23 @@ class ContextAssembler:
             rows = [c.row for c in out.hits]
         else:
             rows = await reads.live_of_kinds(
-                pool, scopes, ["procedural"], "important", 20, q.include_stale, stored_only
+                pool, scopes, ["procedural"], "important", 20, q.include_stale, stored_only, at
             )
         await fill(layers["procedural"], [_row_item(r) for r in rows], counter)
 
         # 2. Project: pinned core memories, then the tier-0 map (components + global invariants).
         core = await reads.live_of_kinds(
-            pool, scopes, ["core"], "important", 50, q.include_stale, stored_only
+            pool, scopes, ["core"], "important", 50, q.include_stale, stored_only, at
         )
         items = [_row_item(r) for r in core]
         if q.repo:
-            items += await self._project_map_items(pool, q)
+            items += await self._project_map_items(maps, q)
         await fill(layers["project"], items, counter)
 
         # 3. Path rules (tier 1): deterministic, no model.
         if q.path:
             await fill(
-                layers["path_rules"], await self._path_items(pool, q), counter, header=f"Rules for {q.path}:"
+                layers["path_rules"], await self._path_items(maps, q), counter, header=f"Rules for {q.path}:"
             )
 
         # 4. Memories: hybrid search (or, at session start, what changed most recently).
@@ -266,7 +278,7 @@ class ContextAssembler:
             evidence, depth_used, depth_reason = out.evidence, out.depth, out.depth_reason
         else:
             rows = await reads.live_of_kinds(
-                pool, scopes, kinds, "recalled", 30, q.include_stale, stored_only
+                pool, scopes, kinds, "recalled", 30, q.include_stale, stored_only, at
             )
             depth_used, depth_reason = depth, recall_depth.REQUESTED
             if depth == recall_depth.AUTO:
@@ -279,7 +291,7 @@ class ContextAssembler:
                 evidence = await self.searcher.evidence(
                     SearchInput(
                         principal=q.principal, grants=q.grants, query="", k=0,
-                        filters=Prefilter(scopes=scopes, include_stale=q.include_stale),
+                        filters=Prefilter(scopes=scopes, include_stale=q.include_stale, as_of=at),
                     ),
                     [r["id"] for r in rows],
                     recall_depth.hops_for(depth_used),
@@ -311,7 +323,8 @@ class ContextAssembler:
                 (time.perf_counter() - started) * 1000,
             )
         ordered = [layers[name] for name in DEFAULT_BUDGETS]
-        return Assembled(ordered, mode, reason, degraded, depth_used, depth_reason)
+        purged = list(pool.purged) if isinstance(pool, as_of.Past) else []
+        return Assembled(ordered, mode, reason, degraded, depth_used, depth_reason, purged)
 
     async def _project_map_items(self, pool: asyncpg.Pool, q: ContextInput) -> list[tuple[str, str]]:
         try:
@@ -351,11 +364,13 @@ class ContextAssembler:
         self, pool: asyncpg.Pool, layer: Layer, q: ContextInput, counter: TokenCounter, stored_only: bool
     ) -> None:
         working = await reads.live_of_kinds(
-            pool, q.scopes, ["working"], "updated", 20, q.include_stale, stored_only
+            pool, q.scopes, ["working"], "updated", 20, q.include_stale, stored_only, q.as_of
         )
         turns: list[asyncpg.Record] = []
         if q.thread_id:
-            turns = await reads.latest_turns(pool, q.scopes, q.thread_id, 50, q.include_stale, stored_only)
+            turns = await reads.latest_turns(
+                pool, q.scopes, q.thread_id, 50, q.include_stale, stored_only, q.as_of
+            )
         # Newest turns first when filling, shown oldest first; the last three are always kept.
         turn_items = [
             (

@@ -93,9 +93,21 @@ async def live_of_kinds(
     limit: int,
     include_stale: bool = False,
     stored_only: bool = False,
+    at: datetime | None = None,
 ) -> list[asyncpg.Record]:
     """Live memories of these kinds in these scopes, in one of ORDERS; not stale unless
-    `include_stale`, stored rows only (no derived conclusion) when `stored_only`."""
+    `include_stale`, stored rows only (no derived conclusion) when `stored_only`; `at`: live and
+    fresh at that instant instead (an as-of read, services/retrieval/as_of.py)."""
+    if at is not None:
+        where, params = Prefilter(
+            scopes=scopes, kinds=kinds, as_of=at, include_stale=include_stale, stored_only=stored_only
+        ).sql(first_param=1)
+        return await pool.fetch(
+            f"SELECT {memory_columns('m')} FROM memories m WHERE {where}"
+            f" ORDER BY {ORDERS[order]} LIMIT ${len(params) + 1}",
+            *params,
+            limit,
+        )
     return await pool.fetch(
         f"SELECT {memory_columns('m')} FROM memories m"
         f" WHERE m.scope = ANY($1::text[]) AND m.kind = ANY($2::text[]) AND {live_sql('m')}"
@@ -114,8 +126,22 @@ async def latest_turns(
     limit: int,
     include_stale: bool = False,
     stored_only: bool = False,
+    at: datetime | None = None,
 ) -> list[asyncpg.Record]:
-    """A thread's latest live memories, newest first (staleness and stored_only as live_of_kinds)."""
+    """A thread's latest live memories, newest first (staleness, stored_only and `at` as
+    live_of_kinds)."""
+    if at is not None:
+        where, params = Prefilter(
+            scopes=scopes, as_of=at, include_stale=include_stale, stored_only=stored_only
+        ).sql(first_param=1)
+        n = len(params)
+        return await pool.fetch(
+            f"SELECT {memory_columns('m')} FROM memories m WHERE {where} AND m.thread_id = ${n + 1}"
+            f" ORDER BY m.created_at DESC, m.id DESC LIMIT ${n + 2}",
+            *params,
+            thread_id,
+            limit,
+        )
     return await pool.fetch(
         f"SELECT {memory_columns('m')} FROM memories m"
         f" WHERE m.scope = ANY($1::text[]) AND m.thread_id = $2 AND {live_sql('m')}"

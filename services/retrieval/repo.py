@@ -247,22 +247,29 @@ async def candidates(
     pool: asyncpg.Pool, q: CandidateQuery, vector: np.ndarray | None, sizes: ScopeSizes | None = None
 ) -> list[asyncpg.Record]:
     """Every candidate of a search; `vector` None (the embedder failed) searches lexical-only."""
+    async with pool.acquire() as conn:
+        dense_ids = [] if vector is None else await dense_leg(conn, q, vector, sizes or ScopeSizes(ttl_s=0))
+        return await hybrid(conn, q, vector, dense_ids)
+
+
+async def hybrid(
+    conn: asyncpg.Connection, q: CandidateQuery, vector: np.ndarray | None, dense_ids: list
+) -> list[asyncpg.Record]:
+    """The one round trip after the dense leg: the candidates with their scores and neighbours."""
     # Without a vector there is no dense leg to find what common words alone would select, so the
     # lexical leg gets no bound on its index postings.
     bound = None if vector is None else float(q.lexical_rows)
     params = [q.query, _STOPWORDS, q.prefilter.scopes, q.k1, [q.b, q.b_documents], bound]
     where, filter_params = q.prefilter.sql(first_param=11)
-    async with pool.acquire() as conn:
-        dense_ids = [] if vector is None else await dense_leg(conn, q, vector, sizes or ScopeSizes(ttl_s=0))
-        return await conn.fetch(
-            hybrid_sql(where, q.flag_derived, q.scope_estimate),
-            *params,
-            vector,
-            dense_ids,
-            q.depth,
-            q.expansion,
-            *filter_params,
-        )
+    return await conn.fetch(
+        hybrid_sql(where, q.flag_derived, q.scope_estimate),
+        *params,
+        vector,
+        dense_ids,
+        q.depth,
+        q.expansion,
+        *filter_params,
+    )
 
 
 class ScopeSizes:

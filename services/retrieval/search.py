@@ -4,24 +4,26 @@ diversity -> top k -> evidence (recall depth), with the query embedding under a 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import cast
 
 import asyncpg
 import numpy as np
 
 from hypermnesia import recall_depth, validation
-from hypermnesia.embedder_client import QUERY, EmbedderClient
+from hypermnesia.embedder_client import DOCUMENT, QUERY, EmbedderClient
 from hypermnesia.errors import FailedPrecondition, InvalidArgument, Unavailable
 from hypermnesia.fusions import FUSIONS
 from hypermnesia.scopes import require
 from hypermnesia.settings import RetrievalSettings
+from services.retrieval import as_of, metrics, repo, signals
 from services.retrieval import fusion as fusion_signals
-from services.retrieval import metrics, repo, signals
 from services.retrieval.bookkeeping import Bookkeeper
 from services.retrieval.filters import Prefilter
 from services.retrieval.scoring import (
@@ -37,6 +39,10 @@ from services.retrieval.scoring import (
 log = logging.getLogger(__name__)
 
 MODES = ("answer", "manager")
+# An as-of read embeds the texts the store no longer has vectors for in batches this size, each
+# with this deadline per text (a busy CPU embeds a document in well under one).
+AS_OF_BATCH = 64
+AS_OF_SECONDS_PER_TEXT = 1.0
 EMBEDDER_UNAVAILABLE = "embedder_unavailable"
 RERANK_UNAVAILABLE = "rerank_unavailable"
 
@@ -84,6 +90,8 @@ class SearchOutput:
     evidence: list[Evidence] = field(default_factory=list)
     # Adaptive fusion's evidence from this search (fusion.observe), for search_log; None: none.
     observation: float | None = None
+    # An as-of search: the memories present then whose text has since been purged (as_of.Past).
+    purged: list[str] = field(default_factory=list)
 
 
 def lift_scores(hits: list[Candidate]) -> None:
@@ -165,7 +173,20 @@ class Searcher:
                 raise InvalidArgument(f"{name} must be between 0 and 1")
         if f.since and f.until and f.since >= f.until:
             raise InvalidArgument("since must be earlier than until")
+        if f.as_of is not None:
+            as_of.check_instant(f.as_of)
         return fusion, mode, recall_depth.check_depth(q.depth, recall_depth.DERIVED)
+
+    def past(self, scopes: list[str], at: datetime) -> contextlib.AbstractAsyncContextManager[as_of.Past]:
+        """The store of `scopes` as it was at `at` (as_of.past), read from the primary."""
+        return as_of.past(self.pool, scopes, at, self._embed_documents)
+
+    async def _embed_documents(self, texts: list[str]) -> np.ndarray:
+        vectors = []
+        for start in range(0, len(texts), AS_OF_BATCH):
+            batch = texts[start : start + AS_OF_BATCH]
+            vectors.append(await self.embedder.embed(batch, DOCUMENT, AS_OF_SECONDS_PER_TEXT * len(batch)))
+        return np.concatenate(vectors)
 
     async def _embed_query(self, query: str, degraded: list[str]) -> np.ndarray | None:
         try:
@@ -173,7 +194,8 @@ class Searcher:
             return vector
         except Unavailable as exc:
             log.warning("searching lexical-only: %s", exc.message)
-            degraded.append(EMBEDDER_UNAVAILABLE)
+            if EMBEDDER_UNAVAILABLE not in degraded:  # an as-of read may have said so already
+                degraded.append(EMBEDDER_UNAVAILABLE)
             metrics.DEGRADED.inc()
             return None
 
@@ -208,7 +230,10 @@ class Searcher:
             flag_derived=depth == recall_depth.AUTO,
             scope_estimate=scope_estimate,
         )
-        rows = await repo.candidates(pool or self.pool, cq, vector, self.scope_sizes)
+        if isinstance(pool, as_of.Past):
+            rows = await as_of.candidates(pool, cq, vector)
+        else:
+            rows = await repo.candidates(pool or self.pool, cq, vector, self.scope_sizes)
         stages["candidates_ms"] = (time.perf_counter() - t) * 1000
         candidates = [
             Candidate(
@@ -228,13 +253,17 @@ class Searcher:
     ) -> SearchOutput:
         """`log` False leaves the search_log row to the caller (context assembly logs one row for
         the several searches it runs: log_searches). `pool` is where it reads (a read replica's;
-        default the primary's); bookkeeping is written to the primary either way."""
-        pool = pool or self.pool
+        default the primary's); bookkeeping is written to the primary either way. With `as_of` it
+        reads the store as it was then (as_of.py), from the primary, unless `pool` is that already."""
         fusion, mode, depth = self._validate(q)
+        if q.filters.as_of is not None and not isinstance(pool, as_of.Past):
+            async with self.past(q.filters.scopes, q.filters.as_of) as past:
+                return await self.search(q, log=log, pool=cast(asyncpg.Pool, past))
+        pool = pool or self.pool
         weights = self.weights[mode]
         started = time.perf_counter()
         stages: dict[str, float] = {}
-        degraded: list[str] = []
+        degraded: list[str] = list(pool.degraded) if isinstance(pool, as_of.Past) else []
         # The SQL waits for the vector. Running the lexical leg during the embedding was tried and
         # measured 3-4 ms slower on 2 cores: its Postgres work slowed onnxruntime by more than it
         # saved (docs/PERFORMANCE.md, Search, "tried, not kept").
@@ -259,7 +288,7 @@ class Searcher:
         await self._structural_signals(pool, q, candidates, weights)
         stages["signals_ms"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
-        blend(candidates, weights)
+        blend(candidates, weights, now=q.filters.as_of)
         floor = self.settings.search_min_similarity if q.min_similarity is None else q.min_similarity
         cutoff = self.settings.search_relative_cutoff if q.relative_cutoff is None else q.relative_cutoff
         if not have_vectors:
@@ -300,6 +329,7 @@ class Searcher:
             depth_reason=reason,
             evidence=evidence,
             observation=observation,
+            purged=list(pool.purged) if isinstance(pool, as_of.Past) else [],
         )
         self._after_search(q, out, log=log)
         return out

@@ -81,6 +81,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
             ),
             depth=out.depth,
             depth_reason=out.depth_reason,
+            purged=out.purged,
         )
 
     async def Get(
@@ -202,6 +203,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
             budgets=dict(request.budgets),
             include_stale=request.include_stale,
             depth=request.depth,
+            as_of=field_time(request, "as_of"),
         )
         assembled = await self.router.read(
             request.min_lsn, lambda pool: self.assembler.assemble(question, pool)
@@ -224,6 +226,7 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
             degraded=assembled.degraded,
             depth=assembled.depth,
             depth_reason=assembled.depth_reason,
+            purged=assembled.purged,
         )
 
     async def GetLiveSettings(
