@@ -50,9 +50,14 @@ async def insert(conn: asyncpg.Connection, rows: Sequence[dict[str, Any]], last:
 
 
 async def boundary_before(conn: asyncpg.Connection, cutoff: datetime) -> asyncpg.Record | None:
-    """The newest row (by seq) delivered before `cutoff`: retention drops it and every row before it."""
+    """The last row of the chain's oldest run of rows delivered before `cutoff` (none younger
+    before it): retention drops it and every row before it. An old row recorded after a younger
+    one (gateways' batches interleave) waits until the younger one goes."""
     row: asyncpg.Record | None = await conn.fetchrow(
-        "SELECT seq, entry_hash FROM deliveries WHERE delivered_at < $1 ORDER BY seq DESC LIMIT 1", cutoff
+        "SELECT seq, entry_hash FROM deliveries WHERE delivered_at < $1"
+        " AND seq < coalesce((SELECT min(seq) FROM deliveries WHERE delivered_at >= $1), 'infinity'::numeric)"
+        " ORDER BY seq DESC LIMIT 1",
+        cutoff,
     )
     return row
 
