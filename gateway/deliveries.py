@@ -213,7 +213,8 @@ async def list_deliveries(backends: Backends, session: Session, request: ListDel
     file's rules and Dialectic answer (who, session, thread, time, the request, the sha256 of the
     exact text sent), its memories with their state now (live, superseded, stale, archived,
     deleted, purged: a purged memory by its id and hash only), and its place in the log's hash
-    chain. Only deliveries whose every scope you may read."""
+    chain. Your own deliveries (a token granted every scope, `*`, reads everyone's), and only
+    those whose every scope you may read."""
     message = deliveries_pb2.ListDeliveriesRequest(
         caller=caller(session),
         session=request.session,

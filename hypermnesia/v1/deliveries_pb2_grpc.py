@@ -73,8 +73,8 @@ class DeliveriesServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListDeliveries(self, request, context):
-        """Deliveries the caller may read (every scope a delivery read is within its grants), oldest
-        first, each memory with its current state.
+        """The caller's own deliveries (everyone's for a caller granted "*", the operator), of those
+        every scope it read is within the caller's grants; oldest first, each memory with its state now.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -43,8 +43,8 @@ class DeliveriesStub:
     delivery names its principal.
     """
     ListDeliveries: _grpc.UnaryUnaryMultiCallable[_deliveries_pb2.ListDeliveriesRequest, _deliveries_pb2.DeliveryList]
-    """Deliveries the caller may read (every scope a delivery read is within its grants), oldest
-    first, each memory with its current state.
+    """The caller's own deliveries (everyone's for a caller granted "*", the operator), of those
+    every scope it read is within the caller's grants; oldest first, each memory with its state now.
     """
     VerifyDeliveries: _grpc.UnaryUnaryMultiCallable[_deliveries_pb2.VerifyDeliveriesRequest, _deliveries_pb2.VerifyDeliveriesResponse]
     """Walk the whole chain from its retention boundary (no caller: hashes and counts only)."""
@@ -64,8 +64,8 @@ class DeliveriesAsyncStub(DeliveriesStub):
     delivery names its principal.
     """
     ListDeliveries: _aio.UnaryUnaryMultiCallable[_deliveries_pb2.ListDeliveriesRequest, _deliveries_pb2.DeliveryList]  # type: ignore[assignment]
-    """Deliveries the caller may read (every scope a delivery read is within its grants), oldest
-    first, each memory with its current state.
+    """The caller's own deliveries (everyone's for a caller granted "*", the operator), of those
+    every scope it read is within the caller's grants; oldest first, each memory with its state now.
     """
     VerifyDeliveries: _aio.UnaryUnaryMultiCallable[_deliveries_pb2.VerifyDeliveriesRequest, _deliveries_pb2.VerifyDeliveriesResponse]  # type: ignore[assignment]
     """Walk the whole chain from its retention boundary (no caller: hashes and counts only)."""
@@ -94,8 +94,8 @@ class DeliveriesServicer(metaclass=_abc_1.ABCMeta):
         request: _deliveries_pb2.ListDeliveriesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_deliveries_pb2.DeliveryList, _abc.Awaitable[_deliveries_pb2.DeliveryList]]:
-        """Deliveries the caller may read (every scope a delivery read is within its grants), oldest
-        first, each memory with its current state.
+        """The caller's own deliveries (everyone's for a caller granted "*", the operator), of those
+        every scope it read is within the caller's grants; oldest first, each memory with its state now.
         """
 
     @_abc_1.abstractmethod

@@ -15,6 +15,7 @@ from services.curation import deliveries
 
 SERVICE_NAME = deliveries_pb2.DESCRIPTOR.services_by_name["Deliveries"].full_name
 MAX_BATCH = 10_000
+EVERY_SCOPE = "*"
 
 
 def _entry(d: deliveries_pb2.Delivery) -> deliveries.Entry:
@@ -87,10 +88,17 @@ class DeliveriesServicer(deliveries_pb2_grpc.DeliveriesServicer):
     ) -> deliveries_pb2.DeliveryList:
         if request.limit < 0 or request.limit > deliveries.MAX_LIST:
             raise InvalidArgument(f"limit must be between 1 and {deliveries.MAX_LIST:,} (0: the default)")
-        listed, truncated = await deliveries.listing(
-            self.pool, request.session, field_time(request, "since"), request.principal, request.limit
-        )
         grants = list(request.caller.grants)
+        principal = request.principal
+        if EVERY_SCOPE not in grants:
+            # What another principal was given (its requests, its sessions) is its own: only a
+            # caller granted every scope (the operator, `hypermnesia replay`) reads everyone's.
+            if principal and principal != request.caller.principal:
+                return deliveries_pb2.DeliveryList()
+            principal = request.caller.principal
+        listed, truncated = await deliveries.listing(
+            self.pool, request.session, field_time(request, "since"), principal, request.limit
+        )
         # Row security shows only the permitted rows already; the service checks as well.
         shown = [d for d in listed if all(permits(grants, s) for s in d.row["scopes"])]
         return deliveries_pb2.DeliveryList(deliveries=[_view(d) for d in shown], truncated=truncated)
