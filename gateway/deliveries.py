@@ -9,7 +9,7 @@ the result delivered, who asked and in which session, and queues the delivery. A
 sends the queue to curation in batches (Deliveries.RecordDeliveries), which chains them
 (services/curation/deliveries.py): the answer never waits on a database write.
 
-What a crash loses: the deliveries queued and not yet sent, at most FLUSH_INTERVAL_S of them (a
+What a crash loses: the deliveries queued and not yet sent, at most FLUSH_INTERVAL_S (1 s) of them (a
 graceful stop sends them first). While curation is unreachable the queue keeps up to MAX_QUEUE
 deliveries, retried; beyond that the oldest are dropped and counted in
 hm_deliveries_dropped_total, so an outage never holds memory without bound or blocks an answer.
@@ -56,8 +56,10 @@ SESSION_HEADER = "x-hypermnesia-session"
 MCP_SESSION_HEADER = "mcp-session-id"
 # A session id longer than this is cut: it names a session, it is not a place to store text.
 MAX_SESSION_CHARS = 200
-# The queue is sent at least this often, and as soon as it holds BATCH deliveries.
-FLUSH_INTERVAL_S = 0.2
+# The queue is sent at least this often, and as soon as it holds BATCH deliveries: once a second,
+# as retrieval batches its search bookkeeping (fewer, larger transactions for curation on a box it
+# shares with the search path).
+FLUSH_INTERVAL_S = 1.0
 BATCH = 500
 MAX_QUEUE = 10_000
 # A batch that fails is retried after this long (curation restarting, or down).
