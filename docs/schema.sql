@@ -29,6 +29,22 @@ CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public;
 COMMENT ON EXTENSION vector IS 'vector data type and ivfflat and hnsw access methods';
 
 --
+-- Name: deliveries_append_only(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.deliveries_append_only() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF TG_OP = 'DELETE' AND OLD.seq <= (SELECT floor_seq FROM delivery_chain) THEN
+        RETURN OLD;
+    END IF;
+    RAISE EXCEPTION 'deliveries is append-only: % is not allowed', TG_OP
+        USING ERRCODE = 'insufficient_privilege',
+              HINT = 'only retention drops rows, at or below the chain''s floor (delivery_chain)';
+END $$;
+
+--
 -- Name: hm_clear_stale(uuid); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -445,6 +461,41 @@ CREATE TABLE public.constraints (
     CONSTRAINT constraints_kind_check CHECK ((kind = ANY (ARRAY['invariant'::text, 'adr'::text, 'convention'::text]))),
     CONSTRAINT constraints_severity_check CHECK ((severity = ANY (ARRAY['must'::text, 'should'::text, 'info'::text]))),
     CONSTRAINT constraints_status_check CHECK ((status = ANY (ARRAY['active'::text, 'proposed'::text, 'retired'::text])))
+);
+
+--
+-- Name: deliveries; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.deliveries (
+    seq bigint NOT NULL,
+    principal text NOT NULL,
+    session text DEFAULT ''::text NOT NULL,
+    thread text DEFAULT ''::text NOT NULL,
+    operation text NOT NULL,
+    transport text NOT NULL,
+    delivered_at timestamp with time zone NOT NULL,
+    request text NOT NULL,
+    scopes text[] NOT NULL,
+    items text NOT NULL,
+    text_sha256 text NOT NULL,
+    text_bytes bigint NOT NULL,
+    prev_hash text NOT NULL,
+    entry_hash text NOT NULL,
+    CONSTRAINT deliveries_scopes_check CHECK ((cardinality(scopes) > 0))
+);
+
+--
+-- Name: delivery_chain; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.delivery_chain (
+    singleton boolean DEFAULT true NOT NULL,
+    last_seq bigint NOT NULL,
+    last_hash text NOT NULL,
+    floor_seq bigint NOT NULL,
+    floor_hash text NOT NULL,
+    CONSTRAINT delivery_chain_singleton_check CHECK (singleton)
 );
 
 --
@@ -890,6 +941,20 @@ ALTER TABLE ONLY public.constraints
     ADD CONSTRAINT constraints_pkey PRIMARY KEY (repo, id);
 
 --
+-- Name: deliveries deliveries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.deliveries
+    ADD CONSTRAINT deliveries_pkey PRIMARY KEY (seq);
+
+--
+-- Name: delivery_chain delivery_chain_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.delivery_chain
+    ADD CONSTRAINT delivery_chain_pkey PRIMARY KEY (singleton);
+
+--
 -- Name: documents documents_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1099,6 +1164,18 @@ ALTER TABLE ONLY public.viz_basis
 CREATE INDEX constraints_component_idx ON public.constraints USING btree (repo, component_slug) WHERE (status = 'active'::text);
 
 --
+-- Name: deliveries_session_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX deliveries_session_idx ON public.deliveries USING btree (session, seq) WHERE (session <> ''::text);
+
+--
+-- Name: deliveries_time_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX deliveries_time_idx ON public.deliveries USING btree (delivered_at);
+
+--
 -- Name: evidence_edges_premise_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1231,6 +1308,18 @@ CREATE INDEX search_log_at_idx ON public.search_log USING btree (at);
 CREATE INDEX search_log_observations_idx ON public.search_log USING btree (public.hm_scope_key(scopes), id) WHERE (clarity_log_ratio IS NOT NULL);
 
 --
+-- Name: deliveries deliveries_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER deliveries_no_truncate BEFORE TRUNCATE ON public.deliveries FOR EACH STATEMENT EXECUTE FUNCTION public.deliveries_append_only();
+
+--
+-- Name: deliveries deliveries_no_update; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER deliveries_no_update BEFORE DELETE OR UPDATE ON public.deliveries FOR EACH ROW EXECUTE FUNCTION public.deliveries_append_only();
+
+--
 -- Name: evidence_edges evidence_edges_no_cycle; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1360,6 +1449,20 @@ ALTER TABLE ONLY public.memory_entities
 
 ALTER TABLE ONLY public.record_texts
     ADD CONSTRAINT record_texts_record_id_fkey FOREIGN KEY (record_id) REFERENCES public.records(id);
+
+--
+-- Name: deliveries; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.deliveries ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: deliveries deliveries_read; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY deliveries_read ON public.deliveries FOR SELECT TO hm_service USING ((NOT (EXISTS ( SELECT 1
+   FROM unnest(deliveries.scopes) s(s)
+  WHERE (NOT (s.s ~~ ANY (( SELECT public.hm_grant_patterns('read'::text) AS hm_grant_patterns)::text[])))))));
 
 --
 -- Name: evidence_edges; Type: ROW SECURITY; Schema: public; Owner: -
@@ -1580,6 +1683,12 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.components TO hm_service;
 --
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.constraints TO hm_service;
+
+--
+-- Name: TABLE deliveries; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.deliveries TO hm_service;
 
 --
 -- Name: TABLE documents; Type: ACL; Schema: public; Owner: -

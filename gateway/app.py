@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gateway.auth import Authenticator
 from gateway.backends import Backends
+from gateway.deliveries import DeliveryLog
 from gateway.errors import error_body, http_status, invalid_request, names_an_unknown_field
 from gateway.limits import MCP_PATH, Limits, RateLimiter
 from gateway.mcp_tools import build_mcp
@@ -84,19 +85,22 @@ def create_app(
     )
     auth = Authenticator.from_settings(settings, backends.resolve_token)
     limiter = RateLimiter.from_settings(settings)
-    mcp = build_mcp(backends, auth, settings, limiter=limiter, operations=operations)
+    deliveries = DeliveryLog(backends, enabled=settings.delivery_log)
+    mcp = build_mcp(backends, auth, settings, limiter=limiter, operations=operations, deliveries=deliveries)
     mcp_app = mcp.streamable_http_app(streamable_http_path=MCP_PATH, host=settings.host)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with mcp.session_manager.run():
             yield
+        await deliveries.close()
         await backends.close()
 
     # The documentation pages are gateway.pages' (from shipped assets), not FastAPI's CDN ones.
     app = FastAPI(title="hypermnesia", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.backends = backends
     app.state.auth = auth
+    app.state.deliveries = deliveries
     app.state.settings = settings
 
     @app.exception_handler(HypermnesiaError)

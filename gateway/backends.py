@@ -18,6 +18,7 @@ from hypermnesia.scopes import Principal
 from hypermnesia.v1 import (
     common_pb2,
     curation_pb2_grpc,
+    deliveries_pb2_grpc,
     intelligence_pb2_grpc,
     provenance_pb2_grpc,
     retrieval_pb2_grpc,
@@ -98,6 +99,7 @@ class Backends:
         self.tokens = tokens_pb2_grpc.TokensStub(self._channels[1])
         self.intelligence = intelligence_pb2_grpc.IntelligenceStub(self._channels[1])
         self.provenance = provenance_pb2_grpc.ProvenanceStub(self._channels[1])
+        self.deliveries = deliveries_pb2_grpc.DeliveriesStub(self._channels[1])
         self.timeout_s = timeout_s
         self.writes = WritePositions()
         # Which channel and service each stub method calls, for the readiness check in _rpc.
@@ -111,6 +113,7 @@ class Backends:
             (self.tokens, self._channels[1], "curation"),
             (self.intelligence, self._channels[1], "curation"),
             (self.provenance, self._channels[1], "curation"),
+            (self.deliveries, self._channels[1], "curation"),
         ):
             for value in vars(stub).values():
                 self._routes[id(value)] = (channel, service)

@@ -34,6 +34,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from gateway.auth import PROJECT_HEADER, Authenticator, Identity, Session
 from gateway.backends import Backends
+from gateway.deliveries import DeliveryLog, session_id
 from gateway.errors import invalid_request
 from gateway.limits import RateLimiter, Refusal
 from gateway.operations import OPERATIONS, REFUSED, Operation, OperationFn
@@ -67,8 +68,11 @@ class ToolKit:
         stdio_headers: Mapping[str, str] | None = None,
         profile: str = "default",
         limiter: RateLimiter | None = None,
+        deliveries: DeliveryLog | None = None,
     ) -> None:
         self.backends = backends
+        # What the tools deliver is recorded here (gateway.deliveries); a log that is off records nothing.
+        self.deliveries = deliveries or DeliveryLog(backends, enabled=False)
         self.auth = auth
         self.stdio_headers = stdio_headers or {}
         # None over stdio: one local client's own process is not rate limited.
@@ -256,12 +260,14 @@ def model_tool(kit: ToolKit, operation: Operation, function: OperationFn) -> Too
     answers_missing = when_missing is not REFUSED
 
     async def run(request: BaseModel, ctx: Context, root: ListRootsResult | str | None) -> CallToolResult:
+        result: Any = None
         try:
             session = await kit.session_of(ctx, root)
             if answers_missing and not _names_a_memory(request):
                 value = when_missing
             else:
-                value = answer(await function(kit.backends, session, request))
+                result = await function(kit.backends, session, request)
+                value = answer(result)
         except HypermnesiaError as exc:
             if not (answers_missing and _is_missing(exc)):
                 raise ToolError(exc.message) from exc
@@ -269,8 +275,21 @@ def model_tool(kit: ToolKit, operation: Operation, function: OperationFn) -> Too
         # One text block holding the whole answer as JSON (what a model reads), and the same value
         # as structured content (what a program reads), wrapped as the output schema says.
         structured = {"result": value} if metadata.wrap_output else value
+        text = json.dumps(value, ensure_ascii=False)
+        if result is not None:
+            # The text the client receives: the delivery log hashes its UTF-8 bytes.
+            kit.deliveries.record(
+                operation.delivers,
+                name,
+                "mcp",
+                session,
+                session_id(kit.headers_of(ctx), mcp=True),
+                request,
+                result,
+                text.encode(),
+            )
         return CallToolResult(
-            content=[TextContent(type="text", text=json.dumps(value, ensure_ascii=False))],
+            content=[TextContent(type="text", text=text)],
             structured_content=structured,
         )
 
@@ -316,9 +335,11 @@ def build_mcp(
     *,
     limiter: RateLimiter | None = None,
     operations: Sequence[Operation] = OPERATIONS,
+    deliveries: DeliveryLog | None = None,
 ) -> MCPServer:
-    """The MCP server of `operations`' tools. `limiter`: the rate limits (None over stdio)."""
-    kit = ToolKit(backends, auth, stdio_headers, settings.mcp_tools, limiter)
+    """The MCP server of `operations`' tools. `limiter`: the rate limits (None over stdio);
+    `deliveries`: the delivery log its tools record in (None: none)."""
+    kit = ToolKit(backends, auth, stdio_headers, settings.mcp_tools, limiter, deliveries)
     served = [op for op in operations if op.tool is not None]
     names = [op.tool.name for op in served if op.tool is not None]
     tools = [model_tool(kit, op, op.bind(settings, names)) for op in served]

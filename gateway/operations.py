@@ -3,8 +3,9 @@
 An operation is its request model and its function (gateway.memories, .records, .structure,
 .intelligence, .provenance, .viz, .mcp_guide), and how it is reached: its REST routes (method and
 path; gateway.rest builds them), its MCP tool (name and a one-or-two-sentence description of when to
-call it; gateway.mcp_tools builds it), its rate-limit kind (gateway.limits) and the deadline its
-service call needs beyond HM_RPC_TIMEOUT_S. The OpenAPI document and the tool schemas both come from
+call it; gateway.mcp_tools builds it), its rate-limit kind (gateway.limits), the deadline its
+service call needs beyond HM_RPC_TIMEOUT_S, and whether it delivers memories to an agent (`delivers`:
+REST and MCP then record the exact text they send in the delivery log, gateway.deliveries). The OpenAPI document and the tool schemas both come from
 the request model, so a REST body and its tool's arguments are the same schema.
 
 No `from __future__ import annotations` here: the map's route adapter is read by FastAPI at runtime.
@@ -18,9 +19,20 @@ from typing import Annotated, Any
 from fastapi import Path, Query, Request
 from pydantic import BaseModel
 
-from gateway import intelligence, mcp_guide, memories, provenance, records, shaping, structure, viz
+from gateway import (
+    deliveries,
+    intelligence,
+    mcp_guide,
+    memories,
+    provenance,
+    records,
+    shaping,
+    structure,
+    viz,
+)
 from gateway.auth import Session
 from gateway.backends import Backends
+from gateway.deliveries import Delivers
 from hypermnesia.errors import InvalidArgument
 from hypermnesia.settings import GatewaySettings
 from hypermnesia.structure_map import MAX_SOURCE_BYTES
@@ -88,7 +100,8 @@ class Tool:
 class Operation:
     """One operation. `limit`: the rate-limit bucket it takes from (WRITE, SEARCH, or None for reads
     by id and listings). `timeout_s`: its service call's deadline when longer than HM_RPC_TIMEOUT_S,
-    a number or a function of the request."""
+    a number or a function of the request. `delivers`: what of its result an agent is given, for
+    the delivery log (None: nothing is recorded)."""
 
     request: type[BaseModel]
     function: OperationFn | ServerBound
@@ -96,6 +109,7 @@ class Operation:
     tool: Tool | None = None
     limit: str | None = None
     timeout_s: float | Callable[[Any], float] | None = None
+    delivers: Delivers | None = None
 
     def bind(self, settings: GatewaySettings, tool_names: list[str]) -> OperationFn:
         """The function as this server calls it, its deadline applied."""
@@ -210,6 +224,7 @@ OPERATIONS: tuple[Operation, ...] = (
             answer=_results,
         ),
         limit=SEARCH,
+        delivers=Delivers(deliveries.items_of_search),
     ),
     Operation(
         memories.MemoryRef,
@@ -333,6 +348,7 @@ OPERATIONS: tuple[Operation, ...] = (
             "you will edit), relevant memories and recent work, within token budgets.",
         ),
         limit=SEARCH,
+        delivers=Delivers(deliveries.items_of_context),
     ),
     # The raw records (REST only).
     Operation(
@@ -386,6 +402,7 @@ OPERATIONS: tuple[Operation, ...] = (
             "The repository's hand-curated map (components, what each owns, its rules); call it "
             "when you start working in a repository.",
         ),
+        delivers=Delivers(deliveries.items_of_map),
     ),
     Operation(
         structure.ResolvePath,
@@ -395,6 +412,7 @@ OPERATIONS: tuple[Operation, ...] = (
             "rules_for_path",
             "The rules to follow before editing a file: its component and the constraints that apply to it.",
         ),
+        delivers=Delivers(deliveries.items_of_rules),
     ),
     Operation(
         structure.LoadMap,
@@ -417,6 +435,7 @@ OPERATIONS: tuple[Operation, ...] = (
         limit=SEARCH,
         # An answer may wait on a search and, when one is configured, on an LLM with retries.
         timeout_s=120,
+        delivers=Delivers(deliveries.items_of_answer),
     ),
     Operation(
         intelligence.ListProposals,
@@ -475,6 +494,16 @@ OPERATIONS: tuple[Operation, ...] = (
             "Why a memory exists: the raw-log records it came from and who wrote or approved what.",
             returns=ONE_MEMORY,
             when_missing=None,
+        ),
+    ),
+    Operation(
+        deliveries.ListDeliveries,
+        deliveries.list_deliveries,
+        rest=(Route("GET", "/deliveries"),),
+        tool=Tool(
+            "memory_deliveries",
+            "What agents were given (searches, context blocks, rules, answers) by session or time, "
+            "with the hash of each text sent and every memory's state now.",
         ),
     ),
     # The 3D map reads up to 5,000 memories and their edges: as costly as a search.

@@ -19,6 +19,7 @@ from pydantic import BaseModel, create_model
 
 from gateway import fields
 from gateway.auth import Authenticator
+from gateway.deliveries import session_id
 from gateway.operations import Operation, OperationFn, Route
 
 __all__ = ["PATH_PARAMETER", "build_router", "lean_parameters", "without"]
@@ -88,7 +89,20 @@ def _endpoint(route: Route, operation: Operation, function: OperationFn, name: s
         state = http.app.state
         auth: Authenticator = state.auth
         session = await auth.session(http.headers, identity=await auth.identity_of(http.scope))
-        return JSONResponse(await function(state.backends, session, request))
+        result = await function(state.backends, session, request)
+        response = JSONResponse(result)
+        # The body as rendered is what the client receives: the delivery log hashes these bytes.
+        state.deliveries.record(
+            operation.delivers,
+            name,
+            "rest",
+            session,
+            session_id(http.headers, mcp=False),
+            request,
+            result,
+            bytes(response.body),
+        )
+        return response
 
     endpoint.__signature__ = _signature(route, operation)  # type: ignore[attr-defined]
     endpoint.__name__ = name

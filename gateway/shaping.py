@@ -15,7 +15,14 @@ from pydantic import BaseModel
 from gateway.auth import Session
 from hypermnesia.errors import InvalidArgument
 from hypermnesia.times import stamp_iso, timestamp
-from hypermnesia.v1 import common_pb2, curation_pb2, intelligence_pb2, retrieval_pb2, structure_pb2
+from hypermnesia.v1 import (
+    common_pb2,
+    curation_pb2,
+    deliveries_pb2,
+    intelligence_pb2,
+    retrieval_pb2,
+    structure_pb2,
+)
 
 # Lifecycle fields a memory carries only when they hold something.
 _TIME_FIELDS = ("created_at", "updated_at", "last_accessed_at", "archived_at")
@@ -470,3 +477,46 @@ def load_map_json(r: structure_pb2.LoadMapResponse) -> dict[str, Any]:
         "replaced": r.replaced,
         "sha256": r.source_sha256,
     }
+
+
+# A delivered memory no longer stored (deleted, purged) or never one (a map's rule) shows no text.
+_GONE = ("deleted", "purged", "not_found")
+
+
+def delivered_memory_json(m: deliveries_pb2.DeliveredMemory) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": m.id, "score": m.score if m.has_score else None, "state": m.state}
+    if m.hash:
+        out["hash"] = m.hash
+    if m.scope:
+        out["scope"] = m.scope
+    if m.state not in _GONE:
+        out.update(description=m.description, content=m.content)
+        if m.superseded_by:
+            out["superseded_by"] = m.superseded_by
+    return out
+
+
+def delivery_json(v: deliveries_pb2.DeliveryView) -> dict[str, Any]:
+    """One delivery of the log: who was given what, when, for which request, the sha256 of the exact
+    text sent, its place in the chain, and each memory as it is now."""
+    d = v.delivery
+    return {
+        "seq": v.seq,
+        "delivered_at": stamp_iso(d.delivered_at),
+        "principal": d.principal,
+        "session": d.session or None,
+        "thread": d.thread or None,
+        "operation": d.operation,
+        "transport": d.transport,
+        "request": json.loads(d.request_json) if d.request_json else None,
+        "scopes": list(d.scopes),
+        "text_sha256": d.text_sha256,
+        "text_bytes": d.text_bytes,
+        "memories": [delivered_memory_json(m) for m in v.memories],
+        "prev_hash": v.prev_hash,
+        "entry_hash": v.entry_hash,
+    }
+
+
+def deliveries_json(r: deliveries_pb2.DeliveryList) -> dict[str, Any]:
+    return {"deliveries": [delivery_json(v) for v in r.deliveries], "truncated": r.truncated}

@@ -12,6 +12,7 @@ import logging
 
 from gateway.auth import PROJECT_HEADER, Authenticator
 from gateway.backends import Backends
+from gateway.deliveries import DeliveryLog
 from gateway.mcp_tools import build_mcp
 from hypermnesia.errors import HypermnesiaError, StartupError
 from hypermnesia.settings import GatewaySettings
@@ -43,7 +44,8 @@ async def serve_stdio(settings: GatewaySettings, *, token: str, project: str) ->
                 f"{settings.retrieval_address}, curation at {settings.curation_address}, from HM_*_PORT or the "
                 "`hypermnesia up` running on HM_DATA_DIR)"
             ) from exc
-        mcp = build_mcp(backends, auth, settings, stdio_headers=headers)
+        deliveries = DeliveryLog(backends, enabled=settings.delivery_log)
+        mcp = build_mcp(backends, auth, settings, stdio_headers=headers, deliveries=deliveries)
         # stdout carries the protocol; everything said to a person goes to stderr.
         log.info(
             "MCP over stdio as %s in %s (services at %s, %s)",
@@ -52,6 +54,9 @@ async def serve_stdio(settings: GatewaySettings, *, token: str, project: str) ->
             settings.retrieval_address,
             settings.curation_address,
         )
-        await mcp.run_stdio_async()
+        try:
+            await mcp.run_stdio_async()
+        finally:
+            await deliveries.close()
     finally:
         await backends.close()

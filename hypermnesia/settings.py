@@ -321,6 +321,9 @@ class CurationSettings(EmbedderClientSettings):
     # Refit the basis when the store grew by this fraction since the last fit, or after these hours.
     viz_refit_growth: Annotated[float, Field(gt=0, le=100)] = 0.25
     viz_refit_hours: Annotated[float, Field(gt=0, le=8760)] = 24.0
+    # The delivery log (services/curation/deliveries.py) keeps what was delivered this many days;
+    # the daily consolidation job drops older entries, keeping the boundary hash. 0 = keep all.
+    delivery_retention_days: Annotated[float, Field(ge=0, le=36_500)] = 90.0
 
     @field_validator("llm_base_url")
     @classmethod
@@ -376,6 +379,9 @@ class GatewaySettings(CommonSettings):
     # The MCP tools a session lists unless it asks for a profile (X-Hypermnesia-Tools): every
     # listed schema costs an agent context on every session (gateway/tool_profiles.py).
     mcp_tools: McpToolProfile = "default"
+    # Record every delivery to an agent (search results, context blocks, a file's rules, Dialectic
+    # answers) in curation's delivery log (gateway/deliveries.py); false records none.
+    delivery_log: bool = True
 
     @field_validator("mcp_tools", mode="before")
     @classmethod

@@ -436,6 +436,13 @@ ROUTES: dict[str, Cases] = {
     "GET /viz/graph": lambda v: [
         Probe("GET", "/viz/graph", params=s) for s in ({}, {"scope": v.secret_scopes})
     ],
+    "GET /deliveries": lambda v: [
+        Probe("GET", "/deliveries", params=p)
+        for p in (
+            {"principal": v.name},
+            {"principal": v.name, "since": "2000-01-01T00:00:00Z", "limit": 1000},
+        )
+    ],
     "GET /health": lambda v: [Probe("GET", "/health")],
     "GET /health/live": lambda v: [Probe("GET", "/health/live")],
     "GET /metrics": lambda v: [Probe("GET", "/metrics")],
@@ -493,6 +500,13 @@ TOOLS: dict[str, Cases] = {
     "memory_ask": lambda v: [
         Probe("TOOL", "memory_ask", json={"question": "how is the kestrel backup disk encrypted?", **s})
         for s in _scoped(v)
+    ],
+    "memory_deliveries": lambda v: [
+        Probe("TOOL", "memory_deliveries", json=p)
+        for p in (
+            {"principal": v.name},
+            {"principal": v.name, "since": "2000-01-01T00:00:00Z", "limit": 1000},
+        )
     ],
     "proposals_list": lambda v: [
         Probe("TOOL", "proposals_list", json={**s, "status": "all"}) for s in _scoped(v)

@@ -116,6 +116,7 @@ COMMAND_MODULES = (
     "tooling.commands.tokens",
     "tooling.commands.intelligence",
     "tooling.commands.fusion",
+    "tooling.commands.deliveries",
     "tooling.hooks",
     "tooling.connect",
 )

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -103,6 +103,9 @@ class Consolidator:
         self.dreamer = dreamer
         self.promote_importance = promote_importance
         self.reader = coverage.Reader(pool, min_age_days=min_age_days)
+        # Store-wide upkeep the daily job runs besides its scopes' work (the delivery log's
+        # retention, services/curation/server.py), on the schedule and on demand alike.
+        self.daily_upkeep: list[Callable[[], Awaitable[object]]] = []
 
     async def consolidate(
         self,
@@ -137,7 +140,10 @@ class Consolidator:
         # as on the schedule: a proposal rests on all its evidence (readers are shown only the
         # part they may read), and staleness follows premises in any scope.
         with row_security.internal():
-            return [await self.run(job, s, principal, span) for s in scopes]
+            reports = [await self.run(job, s, principal, span) for s in scopes]
+            if job == "daily":
+                await self._upkeep()
+            return reports
 
     async def run(
         self, job: str, scope: str, author: str = SYSTEM_PRINCIPAL, span: Span | None = None
@@ -278,9 +284,16 @@ class Consolidator:
     async def scheduled(self, job: str) -> list[Report]:
         """One pass of the schedule: `job` over every scope, each reading its backlog when it has
         one, else its windows (coverage.py)."""
-        return [
+        reports = [
             await self.run(job, scope) for scope in await consolidation_repo.scopes_with_memories(self.pool)
         ]
+        if job == "daily":
+            await self._upkeep()
+        return reports
+
+    async def _upkeep(self) -> None:
+        for task in self.daily_upkeep:
+            await task()
 
     async def run_schedule(self, job: str, every_hours: float) -> None:
         """The server's periodic run of `job` over every scope; a failed run is logged and retried."""

@@ -18,6 +18,8 @@ from hypermnesia.settings import CurationSettings
 from hypermnesia.v1 import curation_pb2, curation_pb2_grpc
 from services.curation import (
     checkpoints,
+    deliveries,
+    deliveries_servicer,
     fusion_refits,
     intelligence_servicer,
     provenance_servicer,
@@ -61,6 +63,9 @@ async def running(settings: CurationSettings) -> AsyncIterator[tuple[grpc.aio.Se
     )
     _attach_optional(curation, store.pool, writer)
     intelligence = intelligence_servicer.Intelligence.build(store.pool, writer.embeddings, settings)
+    intelligence.consolidator.daily_upkeep.append(
+        lambda: deliveries.enforce_retention(store.pool, settings.delivery_retention_days)
+    )
     server, port, health = create_server(
         [
             (curation_pb2_grpc.add_CurationServicer_to_server, CurationServicer(curation), SERVICE_NAME),
@@ -68,6 +73,7 @@ async def running(settings: CurationSettings) -> AsyncIterator[tuple[grpc.aio.Se
             tokens.registration(store.pool),
             provenance_servicer.registration(store.pool),
             intelligence_servicer.registration(intelligence),
+            deliveries_servicer.registration(store.pool),
         ],
         settings.host,
         settings.curation_port,
@@ -81,6 +87,7 @@ async def running(settings: CurationSettings) -> AsyncIterator[tuple[grpc.aio.Se
             tokens.SERVICE_NAME,
             provenance_servicer.SERVICE_NAME,
             intelligence_servicer.SERVICE_NAME,
+            deliveries_servicer.SERVICE_NAME,
         ],
     )
     # The service's own work (for no caller): not under any caller's grants.

@@ -9,7 +9,11 @@ same filters.
 
 With `fusions` (`--fusions weighted adaptive`), the gRPC path is timed once per fusion in the same
 run, each with queries of its own (every text new) in the same shapes, the fusions taking turns so
-a slow spell of the machine lands on each."""
+a slow spell of the machine lands on each.
+
+With `deliveries` (`--deliveries on off`), REST is timed through two gateway processes side by side,
+one recording every delivery in the delivery log (HM_DELIVERY_LOG=true, gateway/deliveries.py) and
+one not, taking turns in the same way: the log's cost on a search as a client sees it."""
 
 from __future__ import annotations
 
@@ -41,9 +45,13 @@ from services.retrieval import repo
 from services.retrieval.filters import Prefilter
 from tooling.bench.embedder import bench_raw
 from tooling.bench.harness import bench_stack
+from tooling.local_stack import gateway_process
 
 # gRPC and REST are timed in this many alternating turns (see run).
 TURNS = 3
+# The delivery log's arms alternate query by query; the p95 of each sixth of the run is reported
+# per arm, so the spread shows next to the difference.
+DELIVERY_TURNS = 6
 SCOPES = [f"bench:project-{i}" for i in range(10)]
 TAGS = ["ops", "design", "bug", "meeting", "decision", "personal"]
 SUBJECTS = [
@@ -338,22 +346,25 @@ def time_rest(base_url: str, queries: list[Query]) -> Timings:
     """REST reads one project at a time: a query over every scope becomes one over a scope. Timed
     with the standard library's keep-alive client: httpx alone added ~2.7 ms to a /health call
     (4.3 against 1.6 ms), which is the client's cost, not the gateway's (docs/PERFORMANCE.md)."""
-    out = []
     http = HTTPConnection(urlsplit(base_url).netloc, timeout=30)
     try:
-        for i, q in enumerate(queries):
-            scope = q.scopes[0] if len(q.scopes) == 1 else SCOPES[i % len(SCOPES)]
-            body = json.dumps({"query": q.text, "k": 10, "tags": q.tags or None, "scope": scope})
-            started = time.perf_counter()
-            http.request("POST", "/memories/search", body, {"Content-Type": "application/json"})
-            response = http.getresponse()
-            payload = response.read()
-            out.append((Query(q.text, [scope], q.tags).shape, (time.perf_counter() - started) * 1000))
-            if response.status != 200:
-                raise RuntimeError(f"REST search answered {response.status}: {payload[:500]!r}")
+        return [_rest_search(http, q, i) for i, q in enumerate(queries)]
     finally:
         http.close()
-    return out
+
+
+def _rest_search(http: HTTPConnection, q: Query, i: int) -> tuple[str, float]:
+    """One timed REST search on a keep-alive connection: (shape, ms)."""
+    scope = q.scopes[0] if len(q.scopes) == 1 else SCOPES[i % len(SCOPES)]
+    body = json.dumps({"query": q.text, "k": 10, "tags": q.tags or None, "scope": scope})
+    started = time.perf_counter()
+    http.request("POST", "/memories/search", body, {"Content-Type": "application/json"})
+    response = http.getresponse()
+    payload = response.read()
+    ms = (time.perf_counter() - started) * 1000
+    if response.status != 200:
+        raise RuntimeError(f"REST search answered {response.status}: {payload[:500]!r}")
+    return Query(q.text, [scope], q.tags).shape, ms
 
 
 async def time_from_own_process(path: str, target: str, warmup: list[Query], queries: list[Query]) -> Timings:
@@ -378,7 +389,12 @@ async def time_from_own_process(path: str, target: str, warmup: list[Query], que
 
 
 def _client(path: str, target: str) -> None:
-    """The client process of time_from_own_process: queries on stdin, timings on stdout."""
+    """The client process of time_from_own_process (and of time_delivery_arms, `rest-arms`):
+    queries on stdin, timings on stdout."""
+    if path == "rest-arms":
+        plan = [(arm, Query(**q)) for arm, q in json.load(sys.stdin)]
+        json.dump(_rest_arms(json.loads(target), plan), sys.stdout)
+        return
     queries = [Query(**q) for q in json.load(sys.stdin)]
     timings = asyncio.run(time_grpc(target, queries)) if path == "grpc" else time_rest(target, queries)
     json.dump(timings, sys.stdout)
@@ -405,6 +421,7 @@ async def run(
     cache_dir: Path | None = None,
     seed: int = 7,
     fusions: list[str] | None = None,
+    deliveries: list[str] | None = None,
 ) -> dict:
     tokens = {"bench-token": {"principal": "bench", "scopes": ["bench:*"]}}
     async with bench_stack(
@@ -455,6 +472,10 @@ async def run(
                 by_fusion[f] += await time_from_own_process(
                     "grpc", stack.retrieval_address, warmup, fusion_qs[f][turn::TURNS]
                 )
+        by_deliveries = await time_delivery_arms(
+            deliveries or [], bench.work, base_url, stack.retrieval_address, stack.curation_address,
+            dict(auth_tokens=tokens, default_project="bench:project-0"), queries, rng, seen,
+        )  # fmt: skip
         await stack.searcher.drain()  # search_log rows are written off the hot path
         fusion_stages = {f: await stage_medians(db_url, fq) for f, fq in fusion_qs.items()}
         stages = await stage_medians(db_url, qs)
@@ -474,7 +495,68 @@ async def run(
         "grpc_ms_by_fusion": {f: summarise(t) for f, t in by_fusion.items()},
         "grpc_stage_ms_p50_by_fusion": fusion_stages,
         "raw_query_embedding_ms_p50": raw_ms,
+        "rest_ms_by_delivery_log": {
+            arm: {**summarise(t), "p95_by_turn": _p95_by_turn(t, -(-len(t) // DELIVERY_TURNS))}
+            for arm, t in by_deliveries.items()
+        },
     }
+
+
+def _p95_by_turn(timings: Timings, per_turn: int) -> list[float]:
+    turns = [timings[i : i + per_turn] for i in range(0, len(timings), max(1, per_turn))]
+    return [percentiles([ms for _, ms in t])["p95"] for t in turns if t]
+
+
+async def time_delivery_arms(
+    arms: list[str],
+    work: Path,
+    on_url: str,
+    retrieval_address: str,
+    curation_address: str,
+    options: dict,
+    queries: int,
+    rng: random.Random,
+    seen: set[str],
+) -> dict[str, Timings]:
+    """REST through a gateway with the delivery log on (the bench's own, HM_DELIVERY_LOG's default)
+    and one with it off, `queries` each, from one client process that alternates between them query
+    by query (on, off, off, on, ...): on this shared machine a slow spell lasts seconds, and timed in
+    blocks it lands on one arm (a first run in blocks put the log's cost at -53%)."""
+    if not arms:
+        return {}
+    async with gateway_process(
+        retrieval_address, curation_address, work / "gateway-no-log.log", require_auth=False,
+        delivery_log=False, **options,
+    ) as off_url:  # fmt: skip
+        urls = {"on": on_url, "off": off_url}
+        arm_qs = {arm: make_queries(queries, rng, seen) for arm in arms}
+        plan: list[tuple[str, Query]] = []
+        for i in range(queries):
+            order = arms if i % 2 == 0 else arms[::-1]
+            plan += [(arm, arm_qs[arm][i]) for arm in order]
+        warmup = [(arm, q) for q in make_queries(10, rng, seen) for arm in arms]
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tooling.bench.search", "rest-arms", json.dumps(urls),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        sent = json.dumps([[arm, asdict(q)] for arm, q in warmup + plan]).encode()
+        out, _ = await child.communicate(sent)
+        if child.returncode != 0:
+            raise RuntimeError(f"the benchmark's rest-arms client exited with {child.returncode}")
+    timed: dict[str, Timings] = {arm: [] for arm in arms}
+    for arm, shape, ms in json.loads(out)[len(warmup) :]:
+        timed[arm].append((shape, ms))
+    return timed
+
+
+def _rest_arms(urls: dict[str, str], plan: list[tuple[str, Query]]) -> list[tuple[str, str, float]]:
+    """`plan`'s queries, each through its arm's gateway (a keep-alive connection per arm)."""
+    connections = {arm: HTTPConnection(urlsplit(url).netloc, timeout=30) for arm, url in urls.items()}
+    try:
+        return [(arm, *_rest_search(connections[arm], q, i)) for i, (arm, q) in enumerate(plan)]
+    finally:
+        for http in connections.values():
+            http.close()
 
 
 def raw_query_embedding_ms(cache_dir: Path, queries: list[Query]) -> float:
@@ -528,6 +610,23 @@ def format_table(result: dict) -> str:
                 f"| {f} | {p['p50']:.1f} | {p['p95']:.1f} | {p['p99']:.1f} | {p['mean']:.1f}"
                 f" | {p['p95'] / first - 1:+.1%} | {stage_text} |"
             )
+    by_log = result.get("rest_ms_by_delivery_log") or {}
+    if by_log:
+        lines += [
+            "",
+            f"REST with the delivery log on and off, same run, {result['queries']} queries each, "
+            "alternating query by query from one client, a gateway process each:",
+            "",
+            "| delivery log | p50 ms | p95 ms | p99 ms | mean ms | p95 vs off | p95 of each sixth of the run |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        first = by_log.get("off", next(iter(by_log.values())))["p95"]
+        for arm, p in by_log.items():
+            turns = " / ".join(f"{ms:.1f}" for ms in p["p95_by_turn"])
+            lines.append(
+                f"| {arm} | {p['p50']:.1f} | {p['p95']:.1f} | {p['p99']:.1f} | {p['mean']:.1f}"
+                f" | {p['p95'] / first - 1:+.1%} | {turns} |"
+            )
     stages = ", ".join(f"{k} {v:.1f}" for k, v in result["grpc_stage_ms_p50"].items())
     lines += ["", f"Inside the retrieval service (gRPC queries, medians from search_log, ms): {stages}"]
     lines += [
@@ -549,8 +648,11 @@ def main(
     cache_dir: Path,
     as_json: bool,
     fusions: list[str] | None = None,
+    deliveries: list[str] | None = None,
 ) -> None:
-    result = asyncio.run(run(memories, queries, database_url, cache_dir, fusions=fusions))
+    result = asyncio.run(
+        run(memories, queries, database_url, cache_dir, fusions=fusions, deliveries=deliveries)
+    )
     print(json.dumps(result, indent=2) if as_json else format_table(result))
 
 

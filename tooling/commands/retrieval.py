@@ -186,6 +186,7 @@ def cmd_bench_search(args: argparse.Namespace) -> None:
         settings.data_dir / "bench-vectors",
         args.json,
         fusions=args.fusions,
+        deliveries=args.deliveries,
     )
 
 
@@ -200,6 +201,14 @@ def register_bench(bench: argparse._SubParsersAction) -> None:
         metavar="FUSION",
         help="also time the gRPC path under each of these fusions, side by side in one run "
         f"({', '.join(FUSIONS)})",
+    )
+    b.add_argument(
+        "--deliveries",
+        nargs="+",
+        choices=("on", "off"),
+        metavar="ARM",
+        help="also time REST through a gateway with the delivery log on and one with it off, side by "
+        "side in one run, taking turns (on, off)",
     )
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench_search)
