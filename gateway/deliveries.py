@@ -37,6 +37,7 @@ from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import IsoTime, Request, field
 from gateway.shaping import caller, deliveries_json
+from hypermnesia import scopes
 from hypermnesia.errors import HypermnesiaError
 from hypermnesia.times import timestamp
 from hypermnesia.v1 import deliveries_pb2
@@ -52,7 +53,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-SESSION_HEADER = "x-hypermnesia-session"
+SESSION_HEADER = scopes.SESSION_HEADER.lower()  # headers arrive lower-cased
 MCP_SESSION_HEADER = "mcp-session-id"
 # A session id longer than this is cut: it names a session, it is not a place to store text.
 MAX_SESSION_CHARS = 200

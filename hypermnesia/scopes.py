@@ -88,8 +88,11 @@ def root_path(root_uri: str) -> str:
     return path.rstrip("/") or "/"
 
 
-# The header that names a session's project, and the file a folder records its project in.
+# The headers that name a session's project and the agent's session (Claude Code's session id, sent
+# by the hooks; the delivery log files what it delivers under it), and the file a folder records its
+# project in.
 PROJECT_HEADER = "X-Hypermnesia-Project"
+SESSION_HEADER = "X-Hypermnesia-Session"
 MCP_CONFIG = ".mcp.json"
 CONNECT_SERVER = "hypermnesia"
 

@@ -36,7 +36,7 @@ from urllib.parse import urlencode, urlsplit
 
 from hypermnesia.addresses import DEFAULT_GATEWAY_PORT
 from hypermnesia.addresses import gateway_url as _gateway_url
-from hypermnesia.scopes import PROJECT_HEADER, FolderProject, folder_project
+from hypermnesia.scopes import PROJECT_HEADER, SESSION_HEADER, FolderProject, folder_project
 from tooling.local_token import read_local_token
 
 # Claude Code waits for the hook; whatever the store does, the agent gets an answer in this time.
@@ -59,7 +59,6 @@ EVENTS = {
     "prompt": "UserPromptSubmit",
 }
 # Every call a hook makes names Claude Code's session, so the gateway can tell what was delivered to it.
-SESSION_HEADER = "X-Hypermnesia-Session"
 _SESSION_ID = re.compile(r"[\x21-\x7e]{1,200}")
 
 FENCE = "hypermnesia-data"
