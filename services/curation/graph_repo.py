@@ -43,23 +43,14 @@ async def node(conn: asyncpg.Connection, memory_id: uuid.UUID) -> asyncpg.Record
     return await conn.fetchrow(f"SELECT {NODE_COLUMNS} FROM memories WHERE id = $1", memory_id)
 
 
-async def premises_of(conn: asyncpg.Connection, ids: Sequence[uuid.UUID]) -> list[asyncpg.Record]:
-    """(derived_id, premise_id) for every edge out of these memories, oldest first."""
+async def edges(conn: asyncpg.Connection, ids: Sequence[uuid.UUID], *, upward: bool) -> list[asyncpg.Record]:
+    """(derived_id, premise_id) for every edge out of these memories to their premises (upward)
+    or into them from what was derived from them, oldest first."""
+    near, far = ("derived_id", "premise_id") if upward else ("premise_id", "derived_id")
     return list(
         await conn.fetch(
-            "SELECT derived_id, premise_id FROM evidence_edges WHERE derived_id = ANY($1::uuid[])"
-            " ORDER BY created_at, premise_id",
-            list(ids),
-        )
-    )
-
-
-async def derived_from(conn: asyncpg.Connection, ids: Sequence[uuid.UUID]) -> list[asyncpg.Record]:
-    """(derived_id, premise_id) for every edge into these memories, oldest first."""
-    return list(
-        await conn.fetch(
-            "SELECT derived_id, premise_id FROM evidence_edges WHERE premise_id = ANY($1::uuid[])"
-            " ORDER BY created_at, derived_id",
+            f"SELECT derived_id, premise_id FROM evidence_edges WHERE {near} = ANY($1::uuid[])"
+            f" ORDER BY created_at, {far}",
             list(ids),
         )
     )

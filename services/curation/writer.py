@@ -323,12 +323,9 @@ class MemoryWriter:
 
     async def delete(self, principal: str, grants: tuple[str, ...], memory_id_text: str) -> asyncpg.Record:
         """Remove a memory from every read; its history stays in the raw log (a tombstone record)."""
-        memory_id = validation.parse_id(memory_id_text)
         async with self.pool.acquire() as conn, conn.transaction():
-            await rawlog.lock_head(conn)
-            locked = await repo.lock_memory(conn, memory_id)
-            if locked is None or not permits(grants, locked["scope"]):
-                raise NotFound(f"no memory {memory_id_text} in your scopes")
+            locked = await repo.lock_for_write(conn, grants, memory_id_text)
+            memory_id = locked["id"]
             now = datetime.now(UTC)
             await repo.delete_memory(conn, memory_id)
             await rawlog.append(
