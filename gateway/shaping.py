@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from gateway.auth import Session
 from hypermnesia.errors import InvalidArgument
 from hypermnesia.times import stamp_iso, timestamp
-from hypermnesia.v1 import common_pb2, curation_pb2, intelligence_pb2, retrieval_pb2, structure_pb2
+from hypermnesia.v1 import common_pb2, curation_pb2, intelligence_pb2, retrieval_pb2, structure_pb2, viz_pb2
 
 # Lifecycle fields a memory carries only when they hold something.
 _TIME_FIELDS = ("created_at", "updated_at", "last_accessed_at", "archived_at")
@@ -199,6 +199,39 @@ def record_list_json(out: curation_pb2.RecordList) -> dict[str, Any]:
     }
 
 
+def appended_json(response: curation_pb2.ImportRecordsResponse) -> dict[str, Any]:
+    """One appended record: its id, and whether it is new (not a source_ref seen before)."""
+    return {"id": response.ids[0], "created": response.imported == 1}
+
+
+def imported_json(response: curation_pb2.ImportRecordsResponse) -> dict[str, Any]:
+    return {"imported": response.imported, "skipped": response.skipped, "ids": list(response.ids)}
+
+
+def records_json(out: curation_pb2.RecordList) -> dict[str, Any]:
+    """A query's records (without the memories a RecordList may carry)."""
+    return {"records": [record_json(r) for r in out.records]}
+
+
+def state_json(out: curation_pb2.RecordList, *, history: bool) -> dict[str, Any]:
+    """A state object's history (oldest first), or its current value (the newest)."""
+    memories = [memory_json(m) for m in out.memories]
+    return {"history": memories} if history else {"current": memories[-1]}
+
+
+def rebuild_json(out: curation_pb2.RebuildResponse) -> dict[str, Any]:
+    return {
+        "replayed": out.replayed,
+        "live": out.live,
+        "inserted": out.inserted,
+        "updated": out.updated,
+        "deleted": out.deleted,
+        "reembedded": out.reembedded,
+        "differences": list(out.differences),
+        "applied": out.applied,
+    }
+
+
 def component_json(c: structure_pb2.Component) -> dict[str, Any]:
     return {
         "slug": c.slug,
@@ -266,6 +299,15 @@ def proposal_json(p: intelligence_pb2.Proposal) -> dict[str, Any]:
     if p.HasField("decided_at"):
         out["decided_at"] = stamp_iso(p.decided_at)
     return out
+
+
+def proposals_json(response: intelligence_pb2.ProposalList) -> dict[str, Any]:
+    return {"proposals": [proposal_json(p) for p in response.proposals]}
+
+
+def decision_json(response: intelligence_pb2.DecideProposalResponse) -> dict[str, Any]:
+    """A decided proposal, and the memory approving it wrote (None when rejected)."""
+    return {"proposal": proposal_json(response.proposal), "memory_id": response.memory_id or None}
 
 
 def ask_json(r: intelligence_pb2.AskResponse) -> dict[str, Any]:
@@ -465,4 +507,38 @@ def load_map_json(r: structure_pb2.LoadMapResponse) -> dict[str, Any]:
         "relationships": r.relationships,
         "replaced": r.replaced,
         "sha256": r.source_sha256,
+    }
+
+
+# Positions are roughly in [-1, 1]; four decimals are finer than any screen.
+POSITION_DECIMALS = 4
+
+
+def viz_graph_json(response: viz_pb2.VizGraphResponse) -> dict[str, Any]:
+    return {
+        "nodes": [viz_node_json(n) for n in response.nodes],
+        "edges": [
+            {"source": e.source, "target": e.target, "relation": e.relation, "weight": round(e.weight, 4)}
+            for e in response.edges
+        ],
+        "total": response.total,
+        "truncated": response.truncated,
+        "projection": response.projection,
+    }
+
+
+def viz_node_json(n: viz_pb2.VizNode) -> dict[str, Any]:
+    return {
+        "id": n.id,
+        "kind": n.kind,
+        "type": n.type,
+        "scope": n.scope,
+        "position": [round(v, POSITION_DECIMALS) for v in (n.x, n.y, n.z)],
+        "importance": round(n.importance, 4),
+        "decay": round(n.decay, 4),
+        "label": n.label,
+        "created_at": stamp_iso(n.created_at),
+        "archived_at": stamp_iso(n.archived_at) if n.HasField("archived_at") else None,
+        "superseded_by": n.superseded_by or None,
+        "stale": n.stale,
     }
