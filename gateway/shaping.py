@@ -14,13 +14,9 @@ from pydantic import BaseModel
 
 from gateway.auth import Session
 from hypermnesia.errors import InvalidArgument
+from hypermnesia.memory_rows import FIELDS, MemoryField
 from hypermnesia.times import stamp_iso, timestamp
 from hypermnesia.v1 import common_pb2, curation_pb2, intelligence_pb2, retrieval_pb2, structure_pb2, viz_pb2
-
-# Lifecycle fields a memory carries only when they hold something.
-_TIME_FIELDS = ("created_at", "updated_at", "last_accessed_at", "archived_at")
-_OPTIONAL_FIELDS = ("decay_class", "supersedes", "superseded_by", "source_ref", "repo", "thread_id")
-_OPTIONAL_TIMES = ("expires_at",)
 
 M = TypeVar("M", bound=Message)
 # What each protobuf integer field can carry. A request number beyond it cannot reach the service
@@ -86,31 +82,27 @@ def struct(value: dict[str, Any] | None) -> Struct:
     return message
 
 
+def _json_value(m: common_pb2.Memory, f: MemoryField) -> Any:
+    value = getattr(m, f.proto or "")
+    if f.codec == "time":
+        return stamp_iso(value) if m.HasField(f.proto or "") else None
+    if f.codec == "list":
+        return list(value)
+    if f.codec == "json":
+        return MessageToDict(value)
+    return value
+
+
 def memory_json(m: common_pb2.Memory) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "id": m.id,
-        "owner_id": m.owner_id,
-        "scope": m.scope,
-        "type": m.type,
-        "kind": m.kind,
-        "content": m.content,
-        "description": m.description,
-        "tags": list(m.tags),
-        "metadata": MessageToDict(m.metadata),
-        "importance": m.importance,
-    }
-    for name in _TIME_FIELDS:
-        out[name] = stamp_iso(getattr(m, name)) if m.HasField(name) else None
-    for name in _OPTIONAL_FIELDS:
-        if getattr(m, name):
-            out[name] = getattr(m, name)
-    for name in _OPTIONAL_TIMES:
-        if m.HasField(name):
-            out[name] = stamp_iso(getattr(m, name))
-    if m.stale:
-        # A conclusion whose evidence changed: readable, but never served as if nothing happened.
-        out["stale"] = True
-        out["stale_because"] = m.stale_because
+    """The memory shape (seed 001's, plus our fields), key by key from the field table: a field
+    shown `set` only when it holds something, `if_stale` only on a stale memory."""
+    out: dict[str, Any] = {}
+    for f in FIELDS:
+        if f.json is None:
+            continue
+        value = _json_value(m, f)
+        if f.shown == "always" or (f.shown == "set" and value) or (f.shown == "if_stale" and m.stale):
+            out[f.json] = value
     return out
 
 
