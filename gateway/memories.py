@@ -23,7 +23,7 @@ from gateway.shaping import (
 )
 from hypermnesia.errors import NotFound
 from hypermnesia.fusions import FUSIONS
-from hypermnesia.kinds import AGENT_DEFAULT_TYPE, DECAY_CLASSES, DEFAULT_IMPORTANCE
+from hypermnesia.kinds import DECAY_CLASSES, DEFAULT_IMPORTANCE, DEFAULT_TYPE
 from hypermnesia.recall_depth import DEPTHS
 from hypermnesia.scopes import permits
 from hypermnesia.v1 import curation_pb2, retrieval_pb2
@@ -118,7 +118,7 @@ class SaveMemory(Request):
     )
     scope: str | None = field(_SCOPE_TO_WRITE, None, max_length=MAX_SCOPE_CHARS)
     # The drop-in defaults, stated in the schema so a client sees what an omitted field means.
-    type: str = field(_TYPE, AGENT_DEFAULT_TYPE, max_length=MAX_TYPE_CHARS)
+    type: str = field(_TYPE, DEFAULT_TYPE, max_length=MAX_TYPE_CHARS)
     tags: list[str] | None = field(_TAGS_TO_WRITE, None, max_items=MAX_TAGS)
     metadata: dict[str, Any] | None = field(_METADATA, None)
     importance: float = field(_IMPORTANCE, DEFAULT_IMPORTANCE, ge=_LOW, le=_HIGH)

@@ -312,6 +312,7 @@ class Proposals:
             scope=p["scope"],
             owner=principal,
             kind=memory_kind or "semantic",
+            type="note",  # what an approved proposal's memory has always been
             content=p["content"],
             at=now,
             description=p["description"],

@@ -79,14 +79,23 @@ def check_decay_class(value: str) -> str:
 
 
 def new_memory(
-    *, memory_id: uuid.UUID, scope: str, owner: str, kind: str, content: str, at: datetime, **rest: Any
+    *,
+    memory_id: uuid.UUID,
+    scope: str,
+    owner: str,
+    kind: str,
+    type: str,
+    content: str,
+    at: datetime,
+    **rest: Any,
 ) -> dict[str, Any]:
-    """A complete set of curated columns for a new memory, defaults filled per kind."""
+    """A complete set of curated columns for a new memory, defaults filled per kind. The type is
+    the caller's to name: a save's default (kinds.DEFAULT_TYPE) is not a derived memory's."""
     fields: dict[str, Any] = {
         "id": memory_id,
         "scope": scope,
         "owner_id": owner,
-        "type": DEFAULT_TYPE,
+        "type": type,
         "kind": kind,
         "description": "",
         "content": content,
