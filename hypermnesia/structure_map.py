@@ -378,11 +378,7 @@ def _cross_check(r: _Reader, out: StructureMap) -> None:
         if comp.parent is None:
             continue
         if comp.parent not in first_line:
-            r.problem(
-                comp.parent_line,
-                f"component {comp.slug!r}: parent {comp.parent!r} is not a component "
-                "of this map; add it or fix the slug",
-            )
+            r.problem(comp.parent_line, _unknown(f"component {comp.slug!r}: parent {comp.parent!r}"))
         elif comp.parent == comp.slug:
             r.problem(comp.parent_line, f"component {comp.slug!r} is its own parent; remove 'parent'")
         else:
@@ -392,11 +388,7 @@ def _cross_check(r: _Reader, out: StructureMap) -> None:
     for rel in out.relationships:
         for end in (rel.from_slug, rel.to_slug):
             if end not in first_line:
-                r.problem(
-                    rel.line,
-                    f"relationship {rel.from_slug} -> {rel.to_slug}: {end!r} is not a component "
-                    "of this map; add it or fix the slug",
-                )
+                r.problem(rel.line, _unknown(f"relationship {rel.from_slug} -> {rel.to_slug}: {end!r}"))
         if rel.from_slug == rel.to_slug:
             r.problem(rel.line, f"component {rel.from_slug!r} depends on itself; remove that relationship")
         edge = (rel.from_slug, rel.to_slug)
@@ -415,6 +407,10 @@ def _cross_check(r: _Reader, out: StructureMap) -> None:
             f"constraint id {con_id!r} is used twice (first on line {first}); give each constraint its own id"
         ),
     )
+
+
+def _unknown(reference: str) -> str:
+    return f"{reference} is not a component of this map; add it or fix the slug"
 
 
 def _first_lines(

@@ -81,13 +81,17 @@ async def edges_in_scopes(
     return {(r["derived_id"], r["premise_id"]) for r in rows}
 
 
+def _unnest(edges: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
+    """Edges as the two arrays `unnest($1::uuid[], $2::uuid[]) AS x(d, p)` reads: conclusions, premises."""
+    return [d for d, _ in edges], [p for _, p in edges]
+
+
 async def delete_edges(conn: asyncpg.Connection, edges: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> None:
     if edges:
         await conn.execute(
             "DELETE FROM evidence_edges e USING unnest($1::uuid[], $2::uuid[]) AS x(d, p)"
             " WHERE e.derived_id = x.d AND e.premise_id = x.p",
-            [d for d, _ in edges],
-            [p for _, p in edges],
+            *_unnest(edges),
         )
 
 
@@ -98,8 +102,7 @@ async def insert_edges(
         await conn.execute(
             "INSERT INTO evidence_edges (derived_id, premise_id, created_by)"
             " SELECT d, p, $3 FROM unnest($1::uuid[], $2::uuid[]) AS x(d, p) ON CONFLICT DO NOTHING",
-            [d for d, _ in edges],
-            [p for _, p in edges],
+            *_unnest(edges),
             by,
         )
 
