@@ -10,16 +10,21 @@ from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import IsoTime, Request, field
 from gateway.shaping import (
+    archived_json,
     caller,
     context_json,
+    deleted_json,
     forget_json,
     lineage_json,
     list_json,
     memory_json,
+    restored_json,
     save_json,
     search_json,
     stats_json,
+    superseded_json,
     to_proto,
+    updated_json,
 )
 from hypermnesia.errors import NotFound
 from hypermnesia.fusions import FUSIONS
@@ -239,8 +244,8 @@ async def delete(backends: Backends, session: Session, request: MemoryRef) -> di
         await backends.call(backends.curation.Delete, message)
     except NotFound:
         # Deleting what is not there answers, it does not fail; a retried delete is safe.
-        return {"deleted": False}
-    return {"deleted": True}
+        return deleted_json(False)
+    return deleted_json(True)
 
 
 async def archive(backends: Backends, session: Session, request: MemoryRef) -> dict[str, Any]:
@@ -248,13 +253,13 @@ async def archive(backends: Backends, session: Session, request: MemoryRef) -> d
     and list (list's include_archived shows it) and restore brings it back. Unlike the sweep it
     spares no core or important memory: it is the one you named."""
     message = curation_pb2.MemoryRequest(caller=caller(session), id=request.memory_id)
-    return {"archived": True, "memory": memory_json(await backends.call(backends.curation.Archive, message))}
+    return archived_json(await backends.call(backends.curation.Archive, message))
 
 
 async def restore(backends: Backends, session: Session, request: MemoryRef) -> dict[str, Any]:
     """Un-archive a forgotten memory (the inverse of memory_forget); refreshes its access time."""
     message = curation_pb2.MemoryRequest(caller=caller(session), id=request.memory_id)
-    return {"restored": True, "memory": memory_json(await backends.call(backends.curation.Restore, message))}
+    return restored_json(await backends.call(backends.curation.Restore, message))
 
 
 class ListMemories(Request):
@@ -373,16 +378,14 @@ async def update(backends: Backends, session: Session, request: UpdateMemory) ->
         set_tags=request.tags is not None,
         set_metadata=request.metadata is not None,
     )
-    out = memory_json(await backends.call(backends.curation.Update, message))
-    if _kept_description(request.content, request.description, out):
-        out["description_may_be_stale"] = True
-    return out
+    memory = await backends.call(backends.curation.Update, message)
+    return updated_json(memory, description_may_be_stale=_kept_description(request, memory.description))
 
 
-def _kept_description(content: str | None, description: str | None, memory: dict[str, Any]) -> bool:
-    """Whether a write changed the content but kept a description written for the old content (a
-    description is the caller's own summary: nothing tells whether it still holds)."""
-    return content is not None and description is None and bool(memory["description"])
+def _kept_description(request: UpdateMemory | SupersedeMemory, kept: str) -> bool:
+    """Whether a write changed the content but kept a description (`kept`) written for the old
+    content (a description is the caller's own summary: nothing tells whether it still holds)."""
+    return request.content is not None and request.description is None and bool(kept)
 
 
 class ForgetMemories(Request):
@@ -447,10 +450,9 @@ async def supersede(backends: Backends, session: Session, request: SupersedeMemo
         set_metadata=request.metadata is not None,
     )
     response = await backends.call(backends.curation.Save, message)
-    out: dict[str, Any] = {"created": response.created, "memory": memory_json(response.memory)}
-    if _kept_description(request.content, request.description, out["memory"]):
-        out["description_may_be_stale"] = True
-    return out
+    return superseded_json(
+        response, description_may_be_stale=_kept_description(request, response.memory.description)
+    )
 
 
 class DecideTask(Request):

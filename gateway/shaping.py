@@ -119,6 +119,35 @@ def save_json(response: curation_pb2.SaveResponse) -> dict[str, Any]:
     return out
 
 
+def deleted_json(deleted: bool) -> dict[str, Any]:
+    """A delete's answer: false when no such memory was in the caller's scopes."""
+    return {"deleted": deleted}
+
+
+def archived_json(m: common_pb2.Memory) -> dict[str, Any]:
+    return {"archived": True, "memory": memory_json(m)}
+
+
+def restored_json(m: common_pb2.Memory) -> dict[str, Any]:
+    return {"restored": True, "memory": memory_json(m)}
+
+
+def updated_json(m: common_pb2.Memory, *, description_may_be_stale: bool) -> dict[str, Any]:
+    """An update's answer: the memory, flagged when its kept description may describe the old text."""
+    out = memory_json(m)
+    if description_may_be_stale:
+        out["description_may_be_stale"] = True
+    return out
+
+
+def superseded_json(response: curation_pb2.SaveResponse, *, description_may_be_stale: bool) -> dict[str, Any]:
+    """A supersede's answer: `{created, memory}`, flagged like an update's."""
+    out: dict[str, Any] = {"created": response.created, "memory": memory_json(response.memory)}
+    if description_may_be_stale:
+        out["description_may_be_stale"] = True
+    return out
+
+
 def hit_json(h: retrieval_pb2.SearchHit, degraded: list[str]) -> dict[str, Any]:
     """A search hit: the memory, its scores, and what was missing from the answer when something was."""
     out = {
