@@ -125,13 +125,12 @@ class Backends:
         longer.timeout_s = max(self.timeout_s, timeout_s)
         return longer
 
-    async def call(
-        self, method: Method[Request, Response], request: Request, timeout_s: float | None = None
-    ) -> Response:
-        """Call a service method; a non-OK status raises the error class of hypermnesia/errors.py
-        it stands for (NotFound, InvalidArgument, ...) with a caller-facing message. `timeout_s`
-        lengthens the deadline for calls that embed many texts."""
-        return await self._rpc(method, request, max(self.timeout_s, timeout_s or 0.0))
+    async def call(self, method: Method[Request, Response], request: Request) -> Response:
+        """Call a service method within this object's deadline (HM_RPC_TIMEOUT_S, or an operation's
+        longer one: Operation.timeout_s in gateway/operations.py, applied through `within`); a
+        non-OK status raises the error class of hypermnesia/errors.py it stands for (NotFound,
+        InvalidArgument, ...) with a caller-facing message."""
+        return await self._rpc(method, request, self.timeout_s)
 
     async def _rpc(
         self, method: Method[Request, Response], request: Request, timeout: float, unreachable: str = ""

@@ -9,7 +9,7 @@ from typing import Any
 from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import Request, field
-from gateway.shaping import ask_json, caller, evidence_json, proposal_json, to_proto
+from gateway.shaping import ask_json, caller, decision_json, evidence_json, proposals_json, to_proto
 from hypermnesia.recall_depth import ANCESTRY, DEPTHS, PREMISES
 from hypermnesia.v1 import intelligence_pb2
 from hypermnesia.validation import MAX_QUERY_CHARS, MAX_SCOPE_CHARS
@@ -101,7 +101,7 @@ async def list_proposals(backends: Backends, session: Session, request: ListProp
         scopes=_scopes(session, request.scope),
     )
     response = await backends.call(backends.intelligence.ListProposals, message)
-    return {"proposals": [proposal_json(p) for p in response.proposals]}
+    return proposals_json(response)
 
 
 class DecideProposal(Request):
@@ -124,7 +124,7 @@ async def decide_proposal(backends: Backends, session: Session, request: DecideP
         caller=caller(session), id=request.proposal_id, decision=request.decision, reason=request.reason
     )
     response = await backends.call(backends.intelligence.DecideProposal, message)
-    return {"proposal": proposal_json(response.proposal), "memory_id": response.memory_id or None}
+    return decision_json(response)
 
 
 class MemoryEvidence(Request):

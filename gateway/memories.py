@@ -10,20 +10,25 @@ from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import IsoTime, Request, field
 from gateway.shaping import (
+    archived_json,
     caller,
     context_json,
+    deleted_json,
     forget_json,
     lineage_json,
     list_json,
     memory_json,
+    restored_json,
     save_json,
     search_json,
     stats_json,
+    superseded_json,
     to_proto,
+    updated_json,
 )
 from hypermnesia.errors import NotFound
 from hypermnesia.fusions import FUSIONS
-from hypermnesia.kinds import AGENT_DEFAULT_TYPE, DECAY_CLASSES, DEFAULT_IMPORTANCE
+from hypermnesia.kinds import DECAY_CLASSES, DEFAULT_IMPORTANCE, DEFAULT_TYPE
 from hypermnesia.recall_depth import DEPTHS
 from hypermnesia.scopes import permits
 from hypermnesia.v1 import curation_pb2, retrieval_pb2
@@ -122,7 +127,7 @@ class SaveMemory(Request):
     )
     scope: str | None = field(_SCOPE_TO_WRITE, None, max_length=MAX_SCOPE_CHARS)
     # The drop-in defaults, stated in the schema so a client sees what an omitted field means.
-    type: str = field(_TYPE, AGENT_DEFAULT_TYPE, max_length=MAX_TYPE_CHARS)
+    type: str = field(_TYPE, DEFAULT_TYPE, max_length=MAX_TYPE_CHARS)
     tags: list[str] | None = field(_TAGS_TO_WRITE, None, max_items=MAX_TAGS)
     metadata: dict[str, Any] | None = field(_METADATA, None)
     importance: float = field(_IMPORTANCE, DEFAULT_IMPORTANCE, ge=_LOW, le=_HIGH)
@@ -243,8 +248,8 @@ async def delete(backends: Backends, session: Session, request: MemoryRef) -> di
         await backends.call(backends.curation.Delete, message)
     except NotFound:
         # Deleting what is not there answers, it does not fail; a retried delete is safe.
-        return {"deleted": False}
-    return {"deleted": True}
+        return deleted_json(False)
+    return deleted_json(True)
 
 
 async def archive(backends: Backends, session: Session, request: MemoryRef) -> dict[str, Any]:
@@ -252,13 +257,13 @@ async def archive(backends: Backends, session: Session, request: MemoryRef) -> d
     and list (list's include_archived shows it) and restore brings it back. Unlike the sweep it
     spares no core or important memory: it is the one you named."""
     message = curation_pb2.MemoryRequest(caller=caller(session), id=request.memory_id)
-    return {"archived": True, "memory": memory_json(await backends.call(backends.curation.Archive, message))}
+    return archived_json(await backends.call(backends.curation.Archive, message))
 
 
 async def restore(backends: Backends, session: Session, request: MemoryRef) -> dict[str, Any]:
     """Un-archive a forgotten memory (the inverse of memory_forget); refreshes its access time."""
     message = curation_pb2.MemoryRequest(caller=caller(session), id=request.memory_id)
-    return {"restored": True, "memory": memory_json(await backends.call(backends.curation.Restore, message))}
+    return restored_json(await backends.call(backends.curation.Restore, message))
 
 
 class ListMemories(Request):
@@ -378,16 +383,14 @@ async def update(backends: Backends, session: Session, request: UpdateMemory) ->
         set_tags=request.tags is not None,
         set_metadata=request.metadata is not None,
     )
-    out = memory_json(await backends.call(backends.curation.Update, message))
-    if _kept_description(request.content, request.description, out):
-        out["description_may_be_stale"] = True
-    return out
+    memory = await backends.call(backends.curation.Update, message)
+    return updated_json(memory, description_may_be_stale=_kept_description(request, memory.description))
 
 
-def _kept_description(content: str | None, description: str | None, memory: dict[str, Any]) -> bool:
-    """Whether a write changed the content but kept a description written for the old content (a
-    description is the caller's own summary: nothing tells whether it still holds)."""
-    return content is not None and description is None and bool(memory["description"])
+def _kept_description(request: UpdateMemory | SupersedeMemory, kept: str) -> bool:
+    """Whether a write changed the content but kept a description (`kept`) written for the old
+    content (a description is the caller's own summary: nothing tells whether it still holds)."""
+    return request.content is not None and request.description is None and bool(kept)
 
 
 class ForgetMemories(Request):
@@ -452,10 +455,9 @@ async def supersede(backends: Backends, session: Session, request: SupersedeMemo
         set_metadata=request.metadata is not None,
     )
     response = await backends.call(backends.curation.Save, message)
-    out: dict[str, Any] = {"created": response.created, "memory": memory_json(response.memory)}
-    if _kept_description(request.content, request.description, out["memory"]):
-        out["description_may_be_stale"] = True
-    return out
+    return superseded_json(
+        response, description_may_be_stale=_kept_description(request, response.memory.description)
+    )
 
 
 class DecideTask(Request):

@@ -11,7 +11,17 @@ from pydantic_core import PydanticCustomError
 from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import IsoTime, Request, field
-from gateway.shaping import caller, memory_json, record_json, record_list_json, to_proto
+from gateway.shaping import (
+    appended_json,
+    caller,
+    imported_json,
+    rebuild_json,
+    record_json,
+    record_list_json,
+    records_json,
+    state_json,
+    to_proto,
+)
 from hypermnesia.v1 import curation_pb2
 from hypermnesia.validation import (
     IMPORTANCE_RANGE,
@@ -93,7 +103,7 @@ async def append_record(backends: Backends, session: Session, request: AppendRec
     """Append one raw record; a record with a source_ref already in its scope is not added again."""
     message = curation_pb2.AppendRecordRequest(caller=caller(session), record=_record_input(session, request))
     response = await backends.call(backends.curation.AppendRecord, message)
-    return {"id": response.ids[0], "created": response.imported == 1}
+    return appended_json(response)
 
 
 class ImportRecords(Request):
@@ -106,7 +116,7 @@ async def import_records(backends: Backends, session: Session, request: ImportRe
         caller=caller(session), records=[_record_input(session, r) for r in request.records]
     )
     response = await backends.call(backends.curation.ImportRecords, message)
-    return {"imported": response.imported, "skipped": response.skipped, "ids": list(response.ids)}
+    return imported_json(response)
 
 
 class RecordRef(Request):
@@ -157,7 +167,7 @@ async def query_records(backends: Backends, session: Session, request: QueryReco
         scopes=request.scopes or [session.project_scope],
     )
     out = await backends.call(backends.curation.QueryRecords, message)
-    return {"records": [record_json(r) for r in out.records]}
+    return records_json(out)
 
 
 class StateObject(Request):
@@ -178,8 +188,7 @@ async def state(backends: Backends, session: Session, request: StateObject) -> d
         scope=request.scope or session.project_scope,
     )
     out = await backends.call(backends.curation.StateObject, message)
-    memories = [memory_json(m) for m in out.memories]
-    return {"history": memories} if request.history else {"current": memories[-1]}
+    return state_json(out, history=request.history)
 
 
 class RebuildRecords(Request):
@@ -193,13 +202,4 @@ async def rebuild(backends: Backends, session: Session, request: RebuildRecords)
     """Re-derive the curated memories from the raw log (or, with check, report the differences)."""
     message = to_proto(curation_pb2.RebuildRequest(), request, caller=caller(session))
     out = await backends.call(backends.curation.Rebuild, message)
-    return {
-        "replayed": out.replayed,
-        "live": out.live,
-        "inserted": out.inserted,
-        "updated": out.updated,
-        "deleted": out.deleted,
-        "reembedded": out.reembedded,
-        "differences": list(out.differences),
-        "applied": out.applied,
-    }
+    return rebuild_json(out)

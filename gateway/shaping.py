@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from gateway.auth import Session
 from hypermnesia.errors import InvalidArgument
+from hypermnesia.memory_rows import FIELDS, MemoryField
 from hypermnesia.times import stamp_iso, timestamp
 from hypermnesia.v1 import (
     common_pb2,
@@ -22,12 +23,8 @@ from hypermnesia.v1 import (
     intelligence_pb2,
     retrieval_pb2,
     structure_pb2,
+    viz_pb2,
 )
-
-# Lifecycle fields a memory carries only when they hold something.
-_TIME_FIELDS = ("created_at", "updated_at", "last_accessed_at", "archived_at")
-_OPTIONAL_FIELDS = ("decay_class", "supersedes", "superseded_by", "source_ref", "repo", "thread_id")
-_OPTIONAL_TIMES = ("expires_at",)
 
 M = TypeVar("M", bound=Message)
 # What each protobuf integer field can carry. A request number beyond it cannot reach the service
@@ -93,31 +90,27 @@ def struct(value: dict[str, Any] | None) -> Struct:
     return message
 
 
+def _json_value(m: common_pb2.Memory, f: MemoryField) -> Any:
+    value = getattr(m, f.proto or "")
+    if f.codec == "time":
+        return stamp_iso(value) if m.HasField(f.proto or "") else None
+    if f.codec == "list":
+        return list(value)
+    if f.codec == "json":
+        return MessageToDict(value)
+    return value
+
+
 def memory_json(m: common_pb2.Memory) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "id": m.id,
-        "owner_id": m.owner_id,
-        "scope": m.scope,
-        "type": m.type,
-        "kind": m.kind,
-        "content": m.content,
-        "description": m.description,
-        "tags": list(m.tags),
-        "metadata": MessageToDict(m.metadata),
-        "importance": m.importance,
-    }
-    for name in _TIME_FIELDS:
-        out[name] = stamp_iso(getattr(m, name)) if m.HasField(name) else None
-    for name in _OPTIONAL_FIELDS:
-        if getattr(m, name):
-            out[name] = getattr(m, name)
-    for name in _OPTIONAL_TIMES:
-        if m.HasField(name):
-            out[name] = stamp_iso(getattr(m, name))
-    if m.stale:
-        # A conclusion whose evidence changed: readable, but never served as if nothing happened.
-        out["stale"] = True
-        out["stale_because"] = m.stale_because
+    """The memory shape (seed 001's, plus our fields), key by key from the field table: a field
+    shown `set` only when it holds something, `if_stale` only on a stale memory."""
+    out: dict[str, Any] = {}
+    for f in FIELDS:
+        if f.json is None:
+            continue
+        value = _json_value(m, f)
+        if f.shown == "always" or (f.shown == "set" and value) or (f.shown == "if_stale" and m.stale):
+            out[f.json] = value
     return out
 
 
@@ -131,6 +124,35 @@ def save_json(response: curation_pb2.SaveResponse) -> dict[str, Any]:
         out["similar"] = [
             {"id": s.id, "content": s.content, "differences": list(s.differences)} for s in response.similar
         ]
+    return out
+
+
+def deleted_json(deleted: bool) -> dict[str, Any]:
+    """A delete's answer: false when no such memory was in the caller's scopes."""
+    return {"deleted": deleted}
+
+
+def archived_json(m: common_pb2.Memory) -> dict[str, Any]:
+    return {"archived": True, "memory": memory_json(m)}
+
+
+def restored_json(m: common_pb2.Memory) -> dict[str, Any]:
+    return {"restored": True, "memory": memory_json(m)}
+
+
+def updated_json(m: common_pb2.Memory, *, description_may_be_stale: bool) -> dict[str, Any]:
+    """An update's answer: the memory, flagged when its kept description may describe the old text."""
+    out = memory_json(m)
+    if description_may_be_stale:
+        out["description_may_be_stale"] = True
+    return out
+
+
+def superseded_json(response: curation_pb2.SaveResponse, *, description_may_be_stale: bool) -> dict[str, Any]:
+    """A supersede's answer: `{created, memory}`, flagged like an update's."""
+    out: dict[str, Any] = {"created": response.created, "memory": memory_json(response.memory)}
+    if description_may_be_stale:
+        out["description_may_be_stale"] = True
     return out
 
 
@@ -206,6 +228,39 @@ def record_list_json(out: curation_pb2.RecordList) -> dict[str, Any]:
     }
 
 
+def appended_json(response: curation_pb2.ImportRecordsResponse) -> dict[str, Any]:
+    """One appended record: its id, and whether it is new (not a source_ref seen before)."""
+    return {"id": response.ids[0], "created": response.imported == 1}
+
+
+def imported_json(response: curation_pb2.ImportRecordsResponse) -> dict[str, Any]:
+    return {"imported": response.imported, "skipped": response.skipped, "ids": list(response.ids)}
+
+
+def records_json(out: curation_pb2.RecordList) -> dict[str, Any]:
+    """A query's records (without the memories a RecordList may carry)."""
+    return {"records": [record_json(r) for r in out.records]}
+
+
+def state_json(out: curation_pb2.RecordList, *, history: bool) -> dict[str, Any]:
+    """A state object's history (oldest first), or its current value (the newest)."""
+    memories = [memory_json(m) for m in out.memories]
+    return {"history": memories} if history else {"current": memories[-1]}
+
+
+def rebuild_json(out: curation_pb2.RebuildResponse) -> dict[str, Any]:
+    return {
+        "replayed": out.replayed,
+        "live": out.live,
+        "inserted": out.inserted,
+        "updated": out.updated,
+        "deleted": out.deleted,
+        "reembedded": out.reembedded,
+        "differences": list(out.differences),
+        "applied": out.applied,
+    }
+
+
 def component_json(c: structure_pb2.Component) -> dict[str, Any]:
     return {
         "slug": c.slug,
@@ -273,6 +328,15 @@ def proposal_json(p: intelligence_pb2.Proposal) -> dict[str, Any]:
     if p.HasField("decided_at"):
         out["decided_at"] = stamp_iso(p.decided_at)
     return out
+
+
+def proposals_json(response: intelligence_pb2.ProposalList) -> dict[str, Any]:
+    return {"proposals": [proposal_json(p) for p in response.proposals]}
+
+
+def decision_json(response: intelligence_pb2.DecideProposalResponse) -> dict[str, Any]:
+    """A decided proposal, and the memory approving it wrote (None when rejected)."""
+    return {"proposal": proposal_json(response.proposal), "memory_id": response.memory_id or None}
 
 
 def ask_json(r: intelligence_pb2.AskResponse) -> dict[str, Any]:
@@ -520,3 +584,37 @@ def delivery_json(v: deliveries_pb2.DeliveryView) -> dict[str, Any]:
 
 def deliveries_json(r: deliveries_pb2.DeliveryList) -> dict[str, Any]:
     return {"deliveries": [delivery_json(v) for v in r.deliveries], "truncated": r.truncated}
+
+
+# Positions are roughly in [-1, 1]; four decimals are finer than any screen.
+POSITION_DECIMALS = 4
+
+
+def viz_graph_json(response: viz_pb2.VizGraphResponse) -> dict[str, Any]:
+    return {
+        "nodes": [viz_node_json(n) for n in response.nodes],
+        "edges": [
+            {"source": e.source, "target": e.target, "relation": e.relation, "weight": round(e.weight, 4)}
+            for e in response.edges
+        ],
+        "total": response.total,
+        "truncated": response.truncated,
+        "projection": response.projection,
+    }
+
+
+def viz_node_json(n: viz_pb2.VizNode) -> dict[str, Any]:
+    return {
+        "id": n.id,
+        "kind": n.kind,
+        "type": n.type,
+        "scope": n.scope,
+        "position": [round(v, POSITION_DECIMALS) for v in (n.x, n.y, n.z)],
+        "importance": round(n.importance, 4),
+        "decay": round(n.decay, 4),
+        "label": n.label,
+        "created_at": stamp_iso(n.created_at),
+        "archived_at": stamp_iso(n.archived_at) if n.HasField("archived_at") else None,
+        "superseded_by": n.superseded_by or None,
+        "stale": n.stale,
+    }

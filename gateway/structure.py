@@ -3,7 +3,7 @@ and one function per operation. A repo left unnamed is the session's project."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from gateway.auth import Session
 from gateway.backends import Backends
@@ -14,6 +14,8 @@ from hypermnesia.structure_map import MAX_SOURCE_BYTES
 from hypermnesia.v1 import structure_pb2
 
 __all__ = ["LoadMap", "ProjectMap", "ResolvePath", "load", "project_map", "resolve"]
+
+M = TypeVar("M", structure_pb2.ProjectMapRequest, structure_pb2.ResolvePathRequest)
 
 _REPO = "The repository, e.g. 'my-repo'; defaults to this session's project."
 
@@ -32,6 +34,11 @@ def _readable_repo(session: Session, repo: str | None) -> str:
     return name
 
 
+def _read(message: M, session: Session, request: ProjectMap | ResolvePath) -> M:
+    """A read's message: the request's fields, the caller, and the repo it may read."""
+    return to_proto(message, request, caller=caller(session), repo=_readable_repo(session, request.repo))
+
+
 def _loaded_by(session: Session, repo: str, principal: str) -> str:
     """Who loaded the map, told only to a caller who may load it too: a principal's name is not
     for every token that may read the rules."""
@@ -46,13 +53,9 @@ async def project_map(backends: Backends, session: Session, request: ProjectMap)
     """The repository's hand-curated map: its components (a tree through `parent`), what each
     is responsible for, their relationships, and the global invariants that always apply.
     Call it when you start working in a repository. repo defaults to this session's project."""
-    message = to_proto(
-        structure_pb2.ProjectMapRequest(),
-        request,
-        caller=caller(session),
-        repo=_readable_repo(session, request.repo),
+    r = await backends.call(
+        backends.structure.ProjectMap, _read(structure_pb2.ProjectMapRequest(), session, request)
     )
-    r = await backends.call(backends.structure.ProjectMap, message)
     return project_map_json(r, _loaded_by(session, r.repo, r.loaded_by))
 
 
@@ -66,13 +69,9 @@ async def resolve(backends: Backends, session: Session, request: ResolvePath) ->
     constraints, those of the components it depends on, and the global invariants, each with
     why it applies. path is relative to the repository root (e.g. 'src/app.py'); repo
     defaults to this session's project."""
-    message = to_proto(
-        structure_pb2.ResolvePathRequest(),
-        request,
-        caller=caller(session),
-        repo=_readable_repo(session, request.repo),
+    r = await backends.call(
+        backends.structure.ResolvePath, _read(structure_pb2.ResolvePathRequest(), session, request)
     )
-    r = await backends.call(backends.structure.ResolvePath, message)
     return resolve_json(r)
 
 

@@ -9,8 +9,8 @@ from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import IsoTime, field
 from gateway.fields import Request as OperationRequest
-from gateway.shaping import caller
-from hypermnesia.times import stamp_iso, timestamp
+from gateway.shaping import caller, viz_graph_json
+from hypermnesia.times import timestamp
 from hypermnesia.v1 import viz_pb2
 from hypermnesia.validation import KINDS, MAX_SCOPE_CHARS
 
@@ -19,8 +19,6 @@ __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "VizGraph", "graph"]
 # The retrieval service's bounds (services/retrieval/viz.py), stated so a client sees them.
 DEFAULT_LIMIT = 2000
 MAX_LIMIT = 5000
-# Positions are roughly in [-1, 1]; four decimals are finer than any screen.
-POSITION_DECIMALS = 4
 
 
 class VizGraph(OperationRequest):
@@ -57,30 +55,4 @@ async def graph(backends: Backends, session: Session, request: VizGraph) -> dict
     if request.until is not None:
         message.until.CopyFrom(timestamp(request.until))
     response = await backends.call(backends.viz.Graph, message)
-    return {
-        "nodes": [_node(n) for n in response.nodes],
-        "edges": [
-            {"source": e.source, "target": e.target, "relation": e.relation, "weight": round(e.weight, 4)}
-            for e in response.edges
-        ],
-        "total": response.total,
-        "truncated": response.truncated,
-        "projection": response.projection,
-    }
-
-
-def _node(n: viz_pb2.VizNode) -> dict[str, Any]:
-    return {
-        "id": n.id,
-        "kind": n.kind,
-        "type": n.type,
-        "scope": n.scope,
-        "position": [round(v, POSITION_DECIMALS) for v in (n.x, n.y, n.z)],
-        "importance": round(n.importance, 4),
-        "decay": round(n.decay, 4),
-        "label": n.label,
-        "created_at": stamp_iso(n.created_at),
-        "archived_at": stamp_iso(n.archived_at) if n.HasField("archived_at") else None,
-        "superseded_by": n.superseded_by or None,
-        "stale": n.stale,
-    }
+    return viz_graph_json(response)

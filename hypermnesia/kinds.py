@@ -6,14 +6,11 @@ from __future__ import annotations
 DEFAULT_KIND = "semantic"
 DEFAULT_IMPORTANCE = 1.0
 
-# The type a memory gets when its writer names none. Two values today, by entry point:
-# - curation stores `note` for a gRPC save or a dump line that names no type (and for the
-#   memories it derives itself);
-# - REST and MCP send `fact` when the agent names none, as seed 001's server did; `hypermnesia
-#   import` gives the same to that server's export lines and to markdown files (tooling/moving_in.py).
-# The gateway's save and a bare gRPC Save therefore store different types for the same omission.
-DEFAULT_TYPE = "note"
-AGENT_DEFAULT_TYPE = "fact"
+# The type a memory gets when its writer names none, on every path (seed 001's default): a save
+# over REST, MCP or gRPC, a dump line read by `hypermnesia import`, seed 001's export lines and
+# markdown files read in (tooling/moving_in.py). A memory curation makes itself names its own type
+# where it is made (services/curation/writer.new_memory requires one).
+DEFAULT_TYPE = "fact"
 
 DECAY_CLASS_FOR_KIND = {
     "core": "none",

@@ -4,7 +4,8 @@ and the one mapping between a `memories` row and the `Memory` message (both serv
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -15,63 +16,96 @@ from hypermnesia.v1 import common_pb2
 
 __all__ = [
     "COLUMNS",
+    "FIELDS",
     "MAX_CHAIN",
     "MEMORY_COLUMNS",
+    "OTHER_COLUMNS",
     "READ_COLUMNS",
     "chain_ids_sql",
     "chain_sql",
     "fresh_sql",
     "is_live",
     "live_sql",
+    "MemoryField",
     "memory_columns",
     "memory_from_row",
     "predecessors_sql",
     "struct_from",
 ]
 
-# Every curated column -> the type its JSON form takes (services/curation/memory_fields.py), in
-# INSERT order: what copies a memory whole (raw-log payloads, export/import, rebuild). The
-# embedding and the generated tsvector are never part of it: vectors belong to a model, not to
-# the memory.
-COLUMNS: dict[str, str] = {
-    "id": "uuid",
-    "scope": "text",
-    "repo": "text",
-    "owner_id": "text",
-    "type": "text",
-    "kind": "text",
-    "description": "text",
-    "content": "text",
-    "tags": "list",
-    "metadata": "json",
-    "importance": "float",
-    "decay_class": "text",
-    "created_at": "time",
-    "updated_at": "time",
-    "last_accessed_at": "time",
-    "archived_at": "time",
-    "expires_at": "time",
-    "access_count": "int",
-    "valid_from": "time",
-    "valid_to": "time",
-    "supersedes": "uuid",
-    "superseded_by": "uuid",
-    "source_ref": "text",
-    "thread_id": "text",
-    "ordinal": "int",
-    "path": "text",
-    "heading_path": "list",
-    "state_key": "text",
+
+@dataclass(frozen=True)
+class MemoryField:
+    """One field of a memory: its `memories` column, the `Memory` message's field (None: the
+    message lacks it), the key of the gateway's memory JSON (None: left out) and when the JSON
+    shows it, and its codec: the column's type, which decides every conversion (row -> message
+    in memory_from_row, message -> JSON in gateway/shaping.py, row <-> plain JSON in
+    services/curation/memory_fields.py)."""
+
+    column: str
+    codec: str  # uuid | text | list | json | float | int | time | flag (a time read as set or not)
+    proto: str | None
+    json: str | None
+    # always | set (only when it holds something) | if_stale (only with the stale flag)
+    shown: str = "always"
+    # Curated: written by curation, copied whole (raw-log payloads, export/import, rebuild).
+    # Not curated: derived from the evidence graph (migration 0021); a read shows it.
+    curated: bool = True
+
+
+# A memory, field by field, in the order its JSON lists them. Adding a field: a row here, a
+# migration for its column and a field in common.proto's Memory; tests/test_memory_fields.py
+# names whatever one of the three still lacks.
+FIELDS: tuple[MemoryField, ...] = (
+    MemoryField("id", "uuid", "id", "id"),
+    MemoryField("owner_id", "text", "owner_id", "owner_id"),
+    MemoryField("scope", "text", "scope", "scope"),
+    MemoryField("type", "text", "type", "type"),
+    MemoryField("kind", "text", "kind", "kind"),
+    MemoryField("content", "text", "content", "content"),
+    MemoryField("description", "text", "description", "description"),
+    MemoryField("tags", "list", "tags", "tags"),
+    MemoryField("metadata", "json", "metadata", "metadata"),
+    MemoryField("importance", "float", "importance", "importance"),
+    MemoryField("created_at", "time", "created_at", "created_at"),
+    MemoryField("updated_at", "time", "updated_at", "updated_at"),
+    MemoryField("last_accessed_at", "time", "last_accessed_at", "last_accessed_at"),
+    MemoryField("archived_at", "time", "archived_at", "archived_at"),
+    MemoryField("decay_class", "text", "decay_class", "decay_class", "set"),
+    MemoryField("supersedes", "uuid", "supersedes", "supersedes", "set"),
+    MemoryField("superseded_by", "uuid", "superseded_by", "superseded_by", "set"),
+    MemoryField("source_ref", "text", "source_ref", "source_ref", "set"),
+    MemoryField("repo", "text", "repo", "repo", "set"),
+    MemoryField("thread_id", "text", "thread_id", "thread_id", "set"),
+    MemoryField("expires_at", "time", "expires_at", "expires_at", "set"),
+    # A conclusion whose evidence changed: readable, but never served as if nothing happened.
+    MemoryField("stale_at", "flag", "stale", "stale", "set", curated=False),
+    MemoryField("stale_because", "text", "stale_because", "stale_because", "if_stale", curated=False),
+    MemoryField("access_count", "int", "access_count", None),
+    MemoryField("valid_from", "time", None, None),
+    MemoryField("valid_to", "time", None, None),
+    MemoryField("ordinal", "int", None, None),
+    MemoryField("path", "text", None, None),
+    MemoryField("heading_path", "list", None, None),
+    MemoryField("state_key", "text", None, None),
+)
+
+# The columns of `memories` that are not a memory's fields, and why.
+OTHER_COLUMNS: dict[str, str] = {
+    "embedding": "the model's vector: it belongs to a model, not to the memory",
+    "search_tsv": "generated from description and content (the lexical index)",
+    "lex_len": "generated (the lexical leg's document length)",
+    "observer": "a perspective link, its own raw-log record (services/curation/graph.py)",
+    "observed": "a perspective link, its own raw-log record (services/curation/graph.py)",
+    "stale_premise": "the premise named in stale_because, for its index (migration 0027)",
 }
 
-# The columns every read selects: the fields of the `Memory` message (memory_from_row). The
-# staleness columns are derived from the evidence graph (migration 0021), not curated: COLUMNS
-# leaves them out, a read shows them.
-READ_COLUMNS: tuple[str, ...] = (
-    "id", "owner_id", "scope", "type", "kind", "content", "description", "tags", "metadata", "importance",
-    "created_at", "updated_at", "last_accessed_at", "archived_at", "expires_at", "decay_class", "access_count",
-    "supersedes", "superseded_by", "source_ref", "repo", "thread_id", "stale_at", "stale_because",
-)  # fmt: skip
+# Every curated column -> its codec, in INSERT order: what copies a memory whole (raw-log
+# payloads, export/import, rebuild).
+COLUMNS: dict[str, str] = {f.column: f.codec for f in FIELDS if f.curated}
+
+# The columns every read selects: those the `Memory` message carries (memory_from_row).
+READ_COLUMNS: tuple[str, ...] = tuple(f.column for f in FIELDS if f.proto is not None)
 
 
 def memory_columns(alias: str = "") -> str:
@@ -172,31 +206,26 @@ def struct_from(value: Mapping[str, Any] | str | None) -> struct_pb2.Struct:
     return message
 
 
+# Column value -> the Memory message's value, by codec (a NULL becomes the field's empty value).
+_TO_PROTO: dict[str, Callable[[Any], Any]] = {
+    "uuid": lambda v: "" if v is None else str(v),
+    "text": lambda v: v or "",
+    "list": lambda v: list(v or ()),
+    "json": struct_from,
+    "float": float,
+    "int": int,
+    "time": optional_timestamp,
+    "flag": lambda v: v is not None,
+}
+
+
 def memory_from_row(row: Mapping[str, Any]) -> common_pb2.Memory:
+    """The Memory message of a row. A row read without the columns that are not curated
+    (curation's curated-column reads) reads as not stale."""
     return common_pb2.Memory(
-        id=str(row["id"]),
-        owner_id=row["owner_id"],
-        scope=row["scope"],
-        type=row["type"],
-        kind=row["kind"],
-        content=row["content"],
-        description=row["description"],
-        tags=list(row["tags"]),
-        metadata=struct_from(row["metadata"]),
-        importance=float(row["importance"]),
-        created_at=optional_timestamp(row["created_at"]),
-        updated_at=optional_timestamp(row["updated_at"]),
-        last_accessed_at=optional_timestamp(row["last_accessed_at"]),
-        archived_at=optional_timestamp(row["archived_at"]),
-        expires_at=optional_timestamp(row["expires_at"]),
-        decay_class=row["decay_class"],
-        access_count=int(row["access_count"]),
-        supersedes=str(row["supersedes"] or ""),
-        superseded_by=str(row["superseded_by"] or ""),
-        source_ref=row["source_ref"] or "",
-        repo=row["repo"] or "",
-        thread_id=row["thread_id"] or "",
-        # A row read without the staleness columns (curation's curated-column reads) is not flagged.
-        stale=row.get("stale_at") is not None,
-        stale_because=row.get("stale_because") or "",
+        **{
+            f.proto: _TO_PROTO[f.codec](row[f.column] if f.curated else row.get(f.column))
+            for f in FIELDS
+            if f.proto is not None
+        }
     )

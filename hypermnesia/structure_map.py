@@ -29,6 +29,7 @@ Every problem found is reported, one line each, as "<file>:<line>: <what> <how t
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import yaml
@@ -365,26 +366,19 @@ def _relationship(r: _Reader, node: yaml.Node, out: StructureMap) -> None:
 
 def _cross_check(r: _Reader, out: StructureMap) -> None:
     """References between entries: unique slugs and ids, known targets, no parent cycles."""
-    first_line: dict[str, int] = {}
-    for comp in out.components:
-        if comp.slug in first_line:
-            r.problem(
-                comp.line,
-                f"component slug {comp.slug!r} is used twice (first on line {first_line[comp.slug]}); "
-                "slugs are unique per repository",
-            )
-        else:
-            first_line[comp.slug] = comp.line
+    first_line = _first_lines(
+        r,
+        [(comp.slug, comp.line) for comp in out.components],
+        lambda slug, first: (
+            f"component slug {slug!r} is used twice (first on line {first}); slugs are unique per repository"
+        ),
+    )
     parents: dict[str, str] = {}
     for comp in out.components:
         if comp.parent is None:
             continue
         if comp.parent not in first_line:
-            r.problem(
-                comp.parent_line,
-                f"component {comp.slug!r}: parent {comp.parent!r} is not a component "
-                "of this map; add it or fix the slug",
-            )
+            r.problem(comp.parent_line, _unknown(f"component {comp.slug!r}: parent {comp.parent!r}"))
         elif comp.parent == comp.slug:
             r.problem(comp.parent_line, f"component {comp.slug!r} is its own parent; remove 'parent'")
         else:
@@ -394,11 +388,7 @@ def _cross_check(r: _Reader, out: StructureMap) -> None:
     for rel in out.relationships:
         for end in (rel.from_slug, rel.to_slug):
             if end not in first_line:
-                r.problem(
-                    rel.line,
-                    f"relationship {rel.from_slug} -> {rel.to_slug}: {end!r} is not a component "
-                    "of this map; add it or fix the slug",
-                )
+                r.problem(rel.line, _unknown(f"relationship {rel.from_slug} -> {rel.to_slug}: {end!r}"))
         if rel.from_slug == rel.to_slug:
             r.problem(rel.line, f"component {rel.from_slug!r} depends on itself; remove that relationship")
         edge = (rel.from_slug, rel.to_slug)
@@ -410,16 +400,30 @@ def _cross_check(r: _Reader, out: StructureMap) -> None:
             )
         else:
             seen_edges[edge] = rel.line
-    ids: dict[str, int] = {}
-    for con in out.constraints:
-        if con.id in ids:
-            r.problem(
-                con.line,
-                f"constraint id {con.id!r} is used twice (first on line {ids[con.id]}); "
-                "give each constraint its own id",
-            )
+    _first_lines(
+        r,
+        [(con.id, con.line) for con in out.constraints],
+        lambda con_id, first: (
+            f"constraint id {con_id!r} is used twice (first on line {first}); give each constraint its own id"
+        ),
+    )
+
+
+def _unknown(reference: str) -> str:
+    return f"{reference} is not a component of this map; add it or fix the slug"
+
+
+def _first_lines(
+    r: _Reader, entries: list[tuple[str, int]], repeated: Callable[[str, int], str]
+) -> dict[str, int]:
+    """The line each key first stands on; a later one is a problem worded by repeated(key, first line)."""
+    first: dict[str, int] = {}
+    for key, line in entries:
+        if key in first:
+            r.problem(line, repeated(key, first[key]))
         else:
-            ids[con.id] = con.line
+            first[key] = line
+    return first
 
 
 def _parent_cycles(r: _Reader, out: StructureMap, parents: dict[str, str], lines: dict[str, int]) -> None:

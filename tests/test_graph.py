@@ -275,8 +275,11 @@ async def test_approve_then_a_changed_premise_propagates_and_is_revised(stack: S
         derived = approved.memory_id
         assert approved.proposal.status == "approved" and approved.proposal.decided_by == "alice"
         assert approved.proposal.result_id == derived and approved.proposal.HasField("decided_at")
-        row = await stack.pool.fetchrow("SELECT kind, content FROM memories WHERE id = $1::uuid", derived)
-        assert row["kind"] == "semantic" and row["content"] == fact.content
+        row = await stack.pool.fetchrow(
+            "SELECT kind, type, content FROM memories WHERE id = $1::uuid", derived
+        )
+        # A derived memory names its own type (a save's default, `fact`, is not one's).
+        assert (row["kind"], row["type"], row["content"]) == ("semantic", "note", fact.content)
         graph = await evidence(intel, derived)
         assert sorted(p.memory.id for p in graph.premises) == sorted([a, b]) and not graph.memory.stale
         decided = await stack.pool.fetchrow(

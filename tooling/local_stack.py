@@ -9,6 +9,7 @@ import json
 import os
 import socket
 import sys
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -24,6 +25,14 @@ from hypermnesia.settings import CurationSettings, EmbedderSettings, GatewaySett
 
 if TYPE_CHECKING:
     from gateway.operations import Operation
+
+
+# Settings for a stack whose consolidation runs only when asked (a bench or an eval calls it).
+CONSOLIDATION_ON_DEMAND: dict[str, Any] = {
+    "consolidation_daily_hours": 0,
+    "consolidation_weekly_hours": 0,
+    "consolidation_monthly_hours": 0,
+}
 
 
 @dataclass
@@ -60,6 +69,22 @@ async def drop_database(database_url: str) -> None:
         await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
     finally:
         await conn.close()
+
+
+@asynccontextmanager
+async def scratch_database(database_url: str | None, work: Path, prefix: str) -> AsyncIterator[str]:
+    """A new database on database_url's server (an embedded one under `work` when None), dropped
+    on the way out; returns its URL."""
+    from hypermnesia.embedded_pg import resolve_database_url
+
+    server_url, embedded = resolve_database_url(database_url, work)
+    db_url = await create_database(server_url, prefix=prefix)
+    try:
+        yield db_url
+    finally:
+        await drop_database(db_url)
+        if embedded is not None:  # before the directory under it goes
+            embedded.close()
 
 
 def _pick(cls: type, values: dict[str, Any]) -> Any:
@@ -237,3 +262,19 @@ async def serve_gateway(
         server.should_exit = True
         await task
         sock.close()
+
+
+@asynccontextmanager
+async def scratch_stack(
+    database_url: str | None, *, prefix: str, work_dir: Path | None = None, **overrides: Any
+) -> AsyncIterator[LocalStack]:
+    """An embedder process and local_stack(**overrides) over a scratch database, working in
+    work_dir (a temporary directory when None); everything goes on the way out."""
+    with tempfile.TemporaryDirectory(prefix=prefix.replace("_", "-") + "-") as tmp:
+        work = work_dir or Path(tmp)
+        async with (
+            scratch_database(database_url, work, prefix) as db_url,
+            embedder_process(work) as embedder,
+            local_stack(db_url, embedder, work, **overrides) as stack,
+        ):
+            yield stack

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hypermnesia.kinds import AGENT_DEFAULT_TYPE, DEFAULT_IMPORTANCE
+from hypermnesia.kinds import DEFAULT_IMPORTANCE, DEFAULT_TYPE
 from hypermnesia.scopes import project_scope_for_root
 from hypermnesia.times import iso
 from hypermnesia.validation import MAX_DESCRIPTION_CHARS, MAX_TAG_CHARS, MAX_TAGS
@@ -150,7 +150,7 @@ def markdown_dump_lines(
                     "id": str(memory_id),
                     "scope": target,
                     "owner_id": owner,
-                    "type": AGENT_DEFAULT_TYPE,
+                    "type": DEFAULT_TYPE,
                     "kind": "semantic",
                     "content": content,
                     "description": describe(content)[:MAX_DESCRIPTION_CHARS],
@@ -170,7 +170,7 @@ def seed_line(data: dict[str, Any], owner: str) -> dict[str, Any]:
     memory is a semantic fact here) and defaults `type` to `fact`."""
     out = dict(data)
     out.setdefault("kind", "semantic")
-    out["type"] = out.get("type") or AGENT_DEFAULT_TYPE
+    out["type"] = out.get("type") or DEFAULT_TYPE
     out["owner_id"] = out.get("owner_id") or owner
     if out.get("importance") is None:
         out["importance"] = DEFAULT_IMPORTANCE

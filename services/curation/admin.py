@@ -24,7 +24,7 @@ import numpy as np
 from hypermnesia import validation
 from hypermnesia.embedded_pg import resolve_database_url
 from hypermnesia.errors import InvalidArgument, NotFound, StartupError
-from hypermnesia.kinds import DEFAULT_IMPORTANCE, DEFAULT_TYPE
+from hypermnesia.kinds import DECAY_CLASS_FOR_KIND, DEFAULT_IMPORTANCE, DEFAULT_TYPE
 from hypermnesia.migrator import migrate
 from hypermnesia.pin import VECTOR_TABLES, ensure_embedding_pin, read_pin
 from hypermnesia.pool import connect_pool
@@ -295,7 +295,7 @@ def parse_line(number: int, line: str) -> dict[str, Any]:
         fields["type"] = fields["type"] or DEFAULT_TYPE
         fields["description"] = fields["description"] or ""
         fields["importance"] = DEFAULT_IMPORTANCE if fields["importance"] is None else fields["importance"]
-        fields["decay_class"] = fields["decay_class"] or "slow"
+        fields["decay_class"] = fields["decay_class"] or DECAY_CLASS_FOR_KIND[fields["kind"]]
         if not isinstance(fields.get("metadata") or {}, dict):
             raise ValueError("metadata is not an object")
     except (ValueError, TypeError, InvalidArgument) as exc:

@@ -81,17 +81,10 @@ async def live_memories(
     """Live, not-stale memories of the scope that are not themselves conclusions: the newest
     MAX_ROWS, oldest first."""
     args: list[object] = [scope]
-    where = [f"m.scope = $1 AND {live_sql('m')} AND m.stale_at IS NULL", "m.kind <> 'document'"]
-    if kinds:
-        args.append(list(kinds))
-        where.append(f"m.kind = ANY(${len(args)}::text[])")
-    if created_after is not None:
-        args.append(created_after)
-        where.append(f"m.created_at >= ${len(args)}")
-    if created_before is not None:
-        args.append(created_before)
-        where.append(f"m.created_at <= ${len(args)}")
-    where.append("NOT EXISTS (SELECT 1 FROM evidence_edges e WHERE e.derived_id = m.id)")
+    where = _readable_where("m", "$1")
+    _bind(args, where, list(kinds) if kinds else None, "m.kind = ANY({}::text[])")
+    _bind(args, where, created_after, "m.created_at >= {}")
+    _bind(args, where, created_before, "m.created_at <= {}")
     rows = await conn.fetch(
         f"SELECT {', '.join('m.' + c.strip() for c in NODE_COLUMNS.split(','))} FROM memories m"
         f" WHERE {' AND '.join(where)} ORDER BY m.created_at DESC, m.id DESC LIMIT {MAX_ROWS}",
@@ -126,6 +119,13 @@ def _readable_where(alias: str, scope_arg: str) -> list[str]:
     ]
 
 
+def _bind(args: list[object], where: list[str], value: object, condition: str) -> None:
+    """When value is given, one more parameter and the condition on it ({} stands for it)."""
+    if value is not None:
+        args.append(value)
+        where.append(condition.format(f"${len(args)}"))
+
+
 def _not_covered(alias: str, step_arg: str) -> str:
     return (
         f"NOT EXISTS (SELECT 1 FROM consolidation_covered c WHERE c.memory_id = {alias}.id"
@@ -148,15 +148,9 @@ async def uncovered(
     first, after the (created_at, id) of the previous batch's last row."""
     args: list[object] = [scope, step]
     where = [*_readable_where("m", "$1"), _not_covered("m", "$2")]
-    if kinds:
-        args.append(list(kinds))
-        where.append(f"m.kind = ANY(${len(args)}::text[])")
-    if since is not None:
-        args.append(since)
-        where.append(f"m.created_at >= ${len(args)}")
-    if until is not None:
-        args.append(until)
-        where.append(f"m.created_at < ${len(args)}")
+    _bind(args, where, list(kinds) if kinds else None, "m.kind = ANY({}::text[])")
+    _bind(args, where, since, "m.created_at >= {}")
+    _bind(args, where, until, "m.created_at < {}")
     if after is not None:
         args += list(after)
         where.append(f"(m.created_at, m.id) > (${len(args) - 1}, ${len(args)})")

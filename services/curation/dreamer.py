@@ -123,7 +123,7 @@ class Dreamer:
         """A revision from the current premises, or a retirement when none is left."""
         drafts = []
         for row in await consolidation_repo.stale_conclusions(conn, scope):
-            edges = await graph_repo.premises_of(conn, [row["id"]])
+            edges = await graph_repo.edges(conn, [row["id"]], upward=True)
             current = await self._current_versions(conn, [e["premise_id"] for e in edges])
             because = row["stale_because"] or "a premise changed"
             if not current:

@@ -65,7 +65,7 @@ async def walk(
     for hop in range(1, max_hops + 1):
         if not frontier or len(out.rows) >= max_rows:
             break
-        edges = await (graph_repo.premises_of if upward else graph_repo.derived_from)(conn, frontier)
+        edges = await graph_repo.edges(conn, frontier, upward=upward)
         wanted = []
         for edge in edges:
             other = edge["premise_id"] if upward else edge["derived_id"]

@@ -43,23 +43,14 @@ async def node(conn: asyncpg.Connection, memory_id: uuid.UUID) -> asyncpg.Record
     return await conn.fetchrow(f"SELECT {NODE_COLUMNS} FROM memories WHERE id = $1", memory_id)
 
 
-async def premises_of(conn: asyncpg.Connection, ids: Sequence[uuid.UUID]) -> list[asyncpg.Record]:
-    """(derived_id, premise_id) for every edge out of these memories, oldest first."""
+async def edges(conn: asyncpg.Connection, ids: Sequence[uuid.UUID], *, upward: bool) -> list[asyncpg.Record]:
+    """(derived_id, premise_id) for every edge out of these memories to their premises (upward)
+    or into them from what was derived from them, oldest first."""
+    near, far = ("derived_id", "premise_id") if upward else ("premise_id", "derived_id")
     return list(
         await conn.fetch(
-            "SELECT derived_id, premise_id FROM evidence_edges WHERE derived_id = ANY($1::uuid[])"
-            " ORDER BY created_at, premise_id",
-            list(ids),
-        )
-    )
-
-
-async def derived_from(conn: asyncpg.Connection, ids: Sequence[uuid.UUID]) -> list[asyncpg.Record]:
-    """(derived_id, premise_id) for every edge into these memories, oldest first."""
-    return list(
-        await conn.fetch(
-            "SELECT derived_id, premise_id FROM evidence_edges WHERE premise_id = ANY($1::uuid[])"
-            " ORDER BY created_at, derived_id",
+            f"SELECT derived_id, premise_id FROM evidence_edges WHERE {near} = ANY($1::uuid[])"
+            f" ORDER BY created_at, {far}",
             list(ids),
         )
     )
@@ -90,13 +81,17 @@ async def edges_in_scopes(
     return {(r["derived_id"], r["premise_id"]) for r in rows}
 
 
+def _unnest(edges: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
+    """Edges as the two arrays `unnest($1::uuid[], $2::uuid[]) AS x(d, p)` reads: conclusions, premises."""
+    return [d for d, _ in edges], [p for _, p in edges]
+
+
 async def delete_edges(conn: asyncpg.Connection, edges: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> None:
     if edges:
         await conn.execute(
             "DELETE FROM evidence_edges e USING unnest($1::uuid[], $2::uuid[]) AS x(d, p)"
             " WHERE e.derived_id = x.d AND e.premise_id = x.p",
-            [d for d, _ in edges],
-            [p for _, p in edges],
+            *_unnest(edges),
         )
 
 
@@ -107,8 +102,7 @@ async def insert_edges(
         await conn.execute(
             "INSERT INTO evidence_edges (derived_id, premise_id, created_by)"
             " SELECT d, p, $3 FROM unnest($1::uuid[], $2::uuid[]) AS x(d, p) ON CONFLICT DO NOTHING",
-            [d for d, _ in edges],
-            [p for _, p in edges],
+            *_unnest(edges),
             by,
         )
 

@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 
 from hypermnesia import validation
-from hypermnesia.errors import FailedPrecondition, InvalidArgument, NotFound
-from hypermnesia.scopes import permits, require
+from hypermnesia.errors import FailedPrecondition, InvalidArgument
+from hypermnesia.scopes import require
 from services.curation import lifecycle_repo, payloads, rawlog, repo
 
 log = logging.getLogger(__name__)
@@ -84,12 +84,9 @@ class Forgetter:
     ) -> asyncpg.Record:
         """Archive one memory the caller names (soft: restore brings it back). Unlike the sweep it
         spares nothing the caller chose: a core memory or an important one is archived too."""
-        memory_id = validation.parse_id(memory_id_text)
         async with self.pool.acquire() as conn, conn.transaction():
-            await rawlog.lock_head(conn)
-            row = await repo.lock_memory(conn, memory_id)
-            if row is None or not permits(grants, row["scope"]):
-                raise NotFound(f"no memory {memory_id_text} in your scopes")
+            row = await repo.lock_for_write(conn, grants, memory_id_text)
+            memory_id = row["id"]
             if row["archived_at"] is not None:
                 raise FailedPrecondition(f"{memory_id_text} is archived already; restore it to bring it back")
             await archive(conn, [memory_id], principal, datetime.now(UTC), reason="by request")
@@ -99,12 +96,9 @@ class Forgetter:
 
     async def restore(self, principal: str, grants: tuple[str, ...], memory_id_text: str) -> asyncpg.Record:
         """Un-archive, refreshing the access time so the next sweep does not re-forget it at once."""
-        memory_id = validation.parse_id(memory_id_text)
         async with self.pool.acquire() as conn, conn.transaction():
-            await rawlog.lock_head(conn)
-            row = await repo.lock_memory(conn, memory_id)
-            if row is None or not permits(grants, row["scope"]):
-                raise NotFound(f"no memory {memory_id_text} in your scopes")
+            row = await repo.lock_for_write(conn, grants, memory_id_text)
+            memory_id = row["id"]
             if row["archived_at"] is None:
                 raise FailedPrecondition(f"{memory_id_text} is not archived; there is nothing to restore")
             now = datetime.now(UTC)

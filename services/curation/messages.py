@@ -10,7 +10,13 @@ from google.protobuf.json_format import MessageToDict
 from hypermnesia.memory_rows import memory_from_row
 from hypermnesia.times import field_time, timestamp
 from hypermnesia.v1 import curation_pb2
-from services.curation.records import RecordSpec
+from services.curation.records import ImportResult, RecordSpec
+
+
+def import_response(result: ImportResult) -> curation_pb2.ImportRecordsResponse:
+    return curation_pb2.ImportRecordsResponse(
+        imported=result.imported, skipped=result.skipped, ids=result.ids
+    )
 
 
 def record_spec(message: curation_pb2.RecordInput) -> RecordSpec:

@@ -312,6 +312,7 @@ class Proposals:
             scope=p["scope"],
             owner=principal,
             kind=memory_kind or "semantic",
+            type="note",  # what an approved proposal's memory has always been
             content=p["content"],
             at=now,
             description=p["description"],
@@ -372,29 +373,21 @@ class Proposals:
                 )
         if await repo.chain_contains(conn, older, newer):
             raise FailedPrecondition(f"{newer} is already on {older}'s chain; nothing to supersede")
-        await repo.update_memory(conn, older, {"superseded_by": newer, "valid_to": now}, None)
-        await repo.update_memory(conn, newer, {"supersedes": older}, None)
+        links = {older: {"superseded_by": newer, "valid_to": now}, newer: {"supersedes": older}}
+        for memory_id, changes in links.items():
+            await repo.update_memory(conn, memory_id, changes, None)
         await rawlog.append_many(
             conn,
             [
                 rawlog.Entry(
-                    scope=rows[older]["scope"],
+                    scope=rows[memory_id]["scope"],
                     kind="memory",
                     operation="supersede",
                     author=principal,
-                    target_id=older,
-                    payload=payloads.update(
-                        older, {"superseded_by": newer, "valid_to": now}, reason=f"contradiction {p['id']}"
-                    ),
-                ),
-                rawlog.Entry(
-                    scope=rows[newer]["scope"],
-                    kind="memory",
-                    operation="supersede",
-                    author=principal,
-                    target_id=newer,
-                    payload=payloads.update(newer, {"supersedes": older}, reason=f"contradiction {p['id']}"),
-                ),
+                    target_id=memory_id,
+                    payload=payloads.update(memory_id, changes, reason=f"contradiction {p['id']}"),
+                )
+                for memory_id, changes in links.items()
             ],
         )
         return uuid.UUID(str(newer))

@@ -13,8 +13,11 @@ from typing import Any
 import asyncpg
 import numpy as np
 
+from hypermnesia import validation
+from hypermnesia.errors import NotFound
 from hypermnesia.memory_rows import MEMORY_COLUMNS, live_sql, predecessors_sql
-from services.curation import memory_fields, projection_repo
+from hypermnesia.scopes import permits
+from services.curation import memory_fields, projection_repo, rawlog
 from services.curation.embedding import embedding_text
 
 _INSERT = (
@@ -93,6 +96,19 @@ async def lock_memory(conn: asyncpg.Connection, memory_id: uuid.UUID) -> asyncpg
     return await conn.fetchrow(
         f"SELECT {memory_fields.SELECT_LIST} FROM memories WHERE id = $1 FOR UPDATE", memory_id
     )
+
+
+async def lock_for_write(
+    conn: asyncpg.Connection, grants: tuple[str, ...], memory_id_text: str
+) -> asyncpg.Record:
+    """Start a write to one memory the caller names: the raw log's head first (the lock order every
+    writer keeps), then the memory's row. A memory outside the caller's scopes is answered as missing."""
+    memory_id = validation.parse_id(memory_id_text)
+    await rawlog.lock_head(conn)
+    row = await lock_memory(conn, memory_id)
+    if row is None or not permits(grants, row["scope"]):
+        raise NotFound(f"no memory {memory_id_text} in your scopes")
+    return row
 
 
 async def update_memory(

@@ -18,7 +18,7 @@ from hypermnesia.wal import report_commit
 from services.curation import fusion_refits, records_repo, repo, tasks
 from services.curation.ingest import Ingester
 from services.curation.lifecycle import ForgetInput, Forgetter
-from services.curation.messages import record_spec, record_view
+from services.curation.messages import import_response, record_spec, record_view
 from services.curation.rebuild import Rebuilder
 from services.curation.records import RecordImporter
 from services.curation.writer import MemoryWriter, SaveInput, UpdateInput
@@ -105,9 +105,7 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
             operation="append",
         )
         await self._committed(context)
-        return curation_pb2.ImportRecordsResponse(
-            imported=result.imported, skipped=result.skipped, ids=result.ids
-        )
+        return import_response(result)
 
     async def ImportRecords(
         self, request: curation_pb2.ImportRecordsRequest, context: grpc.aio.ServicerContext
@@ -119,9 +117,7 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
         if result.imported:  # an import is one of adaptive fusion's refit moments
             await fusion_refits.after_import(self.writer.pool, [s.scope for s in specs])
         await self._committed(context)
-        return curation_pb2.ImportRecordsResponse(
-            imported=result.imported, skipped=result.skipped, ids=result.ids
-        )
+        return import_response(result)
 
     async def GetRecord(
         self, request: curation_pb2.RecordRequest, context: grpc.aio.ServicerContext

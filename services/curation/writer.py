@@ -79,14 +79,23 @@ def check_decay_class(value: str) -> str:
 
 
 def new_memory(
-    *, memory_id: uuid.UUID, scope: str, owner: str, kind: str, content: str, at: datetime, **rest: Any
+    *,
+    memory_id: uuid.UUID,
+    scope: str,
+    owner: str,
+    kind: str,
+    type: str,
+    content: str,
+    at: datetime,
+    **rest: Any,
 ) -> dict[str, Any]:
-    """A complete set of curated columns for a new memory, defaults filled per kind."""
+    """A complete set of curated columns for a new memory, defaults filled per kind. The type is
+    the caller's to name: a save's default (kinds.DEFAULT_TYPE) is not a derived memory's."""
     fields: dict[str, Any] = {
         "id": memory_id,
         "scope": scope,
         "owner_id": owner,
-        "type": DEFAULT_TYPE,
+        "type": type,
         "kind": kind,
         "description": "",
         "content": content,
@@ -323,12 +332,9 @@ class MemoryWriter:
 
     async def delete(self, principal: str, grants: tuple[str, ...], memory_id_text: str) -> asyncpg.Record:
         """Remove a memory from every read; its history stays in the raw log (a tombstone record)."""
-        memory_id = validation.parse_id(memory_id_text)
         async with self.pool.acquire() as conn, conn.transaction():
-            await rawlog.lock_head(conn)
-            locked = await repo.lock_memory(conn, memory_id)
-            if locked is None or not permits(grants, locked["scope"]):
-                raise NotFound(f"no memory {memory_id_text} in your scopes")
+            locked = await repo.lock_for_write(conn, grants, memory_id_text)
+            memory_id = locked["id"]
             now = datetime.now(UTC)
             await repo.delete_memory(conn, memory_id)
             await rawlog.append(

@@ -17,7 +17,6 @@ import json
 import random
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -26,7 +25,6 @@ from typing import Any
 import grpc
 import numpy as np
 
-from hypermnesia.embedded_pg import resolve_database_url
 from hypermnesia.pool import connect_pool
 from hypermnesia.times import optional_timestamp
 from hypermnesia.v1 import (
@@ -38,7 +36,7 @@ from hypermnesia.v1 import (
 )
 from services.curation import repo
 from tooling.evaluation import datasets
-from tooling.local_stack import create_database, drop_database, embedder_process, local_stack
+from tooling.local_stack import CONSOLIDATION_ON_DEMAND, scratch_stack
 
 __all__ = ["register", "run"]
 
@@ -149,44 +147,31 @@ async def _one_scope(
 async def run(data_dir: Path, conversations: int, database_url: str | None) -> list[dict[str, Any]]:
     corpora = datasets.load_locomo(data_dir)[:conversations]
     results = []
-    with tempfile.TemporaryDirectory(prefix="hm-bench-consolidation-") as tmp:
-        work = Path(tmp)
-        server_url, embedded = resolve_database_url(database_url, work)
-        db_url = await create_database(server_url, prefix="hm_bench")
+    async with (
+        scratch_stack(
+            database_url,
+            prefix="hm_bench",
+            **CONSOLIDATION_ON_DEMAND,
+        ) as stack,
+        grpc.aio.insecure_channel(stack.curation_address) as channel,
+    ):
+        curation = curation_pb2_grpc.CurationStub(channel)
+        intelligence = intelligence_pb2_grpc.IntelligenceStub(channel)
+        pool = await connect_pool(stack.database_url, max_size=2)
         try:
-            async with (
-                embedder_process(work) as embedder,
-                local_stack(
-                    db_url,
-                    embedder,
-                    work,
-                    consolidation_daily_hours=0,
-                    consolidation_weekly_hours=0,
-                    consolidation_monthly_hours=0,
-                ) as stack,
-                grpc.aio.insecure_channel(stack.curation_address) as channel,
-            ):
-                curation = curation_pb2_grpc.CurationStub(channel)
-                intelligence = intelligence_pb2_grpc.IntelligenceStub(channel)
-                pool = await connect_pool(db_url, max_size=2)
-                try:
-                    for n, corpus in enumerate(corpora, start=1):
-                        print(f"conversation {n}: {len(corpus.docs)} turns", file=sys.stderr)
-                        results.append(await _one_scope(curation, intelligence, pool, str(n), corpus.docs))
-                    if len(corpora) > 1:
-                        together = [
-                            datasets.Doc(ref=d.ref, content=d.content, thread_id=f"c{n}-{d.thread_id}",
-                                         created_at=d.created_at)
-                            for n, corpus in enumerate(corpora, start=1) for d in corpus.docs
-                        ]  # fmt: skip
-                        print(f"every conversation in one scope: {len(together)} turns", file=sys.stderr)
-                        results.append(await _one_scope(curation, intelligence, pool, "all", together))
-                finally:
-                    await pool.close()
+            for n, corpus in enumerate(corpora, start=1):
+                print(f"conversation {n}: {len(corpus.docs)} turns", file=sys.stderr)
+                results.append(await _one_scope(curation, intelligence, pool, str(n), corpus.docs))
+            if len(corpora) > 1:
+                together = [
+                    datasets.Doc(ref=d.ref, content=d.content, thread_id=f"c{n}-{d.thread_id}",
+                                 created_at=d.created_at)
+                    for n, corpus in enumerate(corpora, start=1) for d in corpus.docs
+                ]  # fmt: skip
+                print(f"every conversation in one scope: {len(together)} turns", file=sys.stderr)
+                results.append(await _one_scope(curation, intelligence, pool, "all", together))
         finally:
-            await drop_database(db_url)
-            if embedded is not None:
-                embedded.close()
+            await pool.close()
     return results
 
 

@@ -14,17 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hypermnesia.embedded_pg import resolve_database_url
 from hypermnesia.embedder_client import EmbedderClient
 from hypermnesia.v1 import curation_pb2
 from tooling.bench.known_vectors import known_vectors_embedder
 from tooling.local_stack import (
     LocalStack,
-    create_database,
-    drop_database,
     embedder_process,
     gateway_process,
     local_stack,
+    scratch_database,
 )
 
 
@@ -59,38 +57,34 @@ async def bench_stack(
 
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         work = Path(tmp)
-        server_url, embedded = resolve_database_url(database_url, work)
-        db_url = await create_database(server_url, prefix="hm_bench")
-        try:
-            async with embedder_process(work) as embedder_address:
-                client = EmbedderClient(embedder_address)
-                await client.wait_for_info(60)
-                rng = random.Random(seed)
-                texts = [synthetic_text(rng, i) for i in range(memories)]
-                records = synthetic_records(texts, rng)
-                arrange(records)
-                started = time.perf_counter()
-                vectors = await synthetic_vectors(client, texts, cache_dir)
-                vectors_s = time.perf_counter() - started
-                stack_started = time.perf_counter()
-                async with (
-                    known_vectors_embedder(dict(zip(texts, vectors, strict=True)), embedder_address) as known,
-                    # Curation embeds the records through the known vectors; retrieval embeds
-                    # every query with the real embedder.
-                    local_stack(
-                        db_url, embedder_address, work, curation_embedder_address=known, **stack_options
-                    ) as stack,
-                    gateway_process(
-                        stack.retrieval_address,
-                        stack.curation_address,
-                        work / "gateway.log",
-                        require_auth=False,
-                        **gateway_options,
-                    ) as base_url,
-                ):
-                    yield BenchStack(work, db_url, client, stack, base_url, records, vectors_s, stack_started)
-                await client.close()
-        finally:
-            await drop_database(db_url)
-            if embedded is not None:  # before the temporary directory under it goes
-                embedded.close()
+        async with (
+            scratch_database(database_url, work, "hm_bench") as db_url,
+            embedder_process(work) as embedder_address,
+        ):
+            client = EmbedderClient(embedder_address)
+            await client.wait_for_info(60)
+            rng = random.Random(seed)
+            texts = [synthetic_text(rng, i) for i in range(memories)]
+            records = synthetic_records(texts, rng)
+            arrange(records)
+            started = time.perf_counter()
+            vectors = await synthetic_vectors(client, texts, cache_dir)
+            vectors_s = time.perf_counter() - started
+            stack_started = time.perf_counter()
+            async with (
+                known_vectors_embedder(dict(zip(texts, vectors, strict=True)), embedder_address) as known,
+                # Curation embeds the records through the known vectors; retrieval embeds
+                # every query with the real embedder.
+                local_stack(
+                    db_url, embedder_address, work, curation_embedder_address=known, **stack_options
+                ) as stack,
+                gateway_process(
+                    stack.retrieval_address,
+                    stack.curation_address,
+                    work / "gateway.log",
+                    require_auth=False,
+                    **gateway_options,
+                ) as base_url,
+            ):
+                yield BenchStack(work, db_url, client, stack, base_url, records, vectors_s, stack_started)
+            await client.close()

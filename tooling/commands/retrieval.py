@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 from hypermnesia import fusions
 
@@ -19,6 +21,16 @@ DATASETS = ("locomo", "locomo-proactive", "scifact", "scifact-train", "wordnet")
 DEDUPE = "dedupe"
 
 
+def _run(factory: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+    """tooling.console.run_async, exiting 1 when it has no result to print (stopped by Ctrl-C)."""
+    from tooling.console import run_async
+
+    result = run_async(factory)
+    if result is None:
+        raise SystemExit(1)
+    return result
+
+
 def _default_data_dir() -> Path:
     return Path.cwd().parent / "shared" / "data"
 
@@ -26,7 +38,7 @@ def _default_data_dir() -> Path:
 def cmd_eval(args: argparse.Namespace) -> None:
     from hypermnesia.settings import CommonSettings
     from hypermnesia.wording import count
-    from tooling.console import configure_logging, load_settings, run_async
+    from tooling.console import configure_logging, load_settings
     from tooling.evaluation.run import depth_for, evaluate, format_bar, format_table
 
     if args.dataset == DEDUPE:
@@ -38,7 +50,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
         _eval_ask(args, settings.database_url)
         return
     fusions = list(FUSIONS) if args.fusion == "all" else [args.fusion]
-    results = run_async(
+    results = _run(
         lambda: evaluate(
             args.dataset,
             fusions,
@@ -48,8 +60,6 @@ def cmd_eval(args: argparse.Namespace) -> None:
             max_corpora=args.corpora,
         )
     )
-    if results is None:
-        raise SystemExit(1)
     if args.json:
         print(
             json.dumps([r.__dict__ | {"queries_per_second": r.queries_per_second} for r in results], indent=2)
@@ -64,18 +74,16 @@ def cmd_eval(args: argparse.Namespace) -> None:
 
 def cmd_eval_dedupe(args: argparse.Namespace) -> None:
     from hypermnesia.settings import CurationSettings
-    from tooling.console import configure_logging, load_settings, run_async
+    from tooling.console import configure_logging, load_settings
     from tooling.evaluation.dedupe_run import evaluate, format_report
 
     settings = load_settings(CurationSettings)
     configure_logging("WARNING")
-    outcomes = run_async(
+    outcomes = _run(
         lambda: evaluate(
             Path(args.data_dir), settings.database_url, concurrency=min(args.concurrency or 4, 4)
         )
     )
-    if outcomes is None:
-        raise SystemExit(1)
     print(f"dedupe gate: {len(outcomes)} labelled pairs (HM_DEDUPE_THRESHOLD {settings.dedupe_threshold:g},")
     print(f"HM_DEDUPE_CONTENT_THRESHOLD {settings.dedupe_content_threshold:g})")
     print(format_report(outcomes, settings))
@@ -94,14 +102,14 @@ def _floors(text: str) -> list[str]:
 
 
 def _eval_ask(args: argparse.Namespace, database_url: str | None) -> None:
-    from tooling.console import fail, run_async
+    from tooling.console import fail
     from tooling.evaluation.abstain import DATASETS as ASK_DATASETS
     from tooling.evaluation.abstain import DEFAULT_FLOOR, OFF, evaluate_abstention, format_abstention
 
     if args.dataset not in ASK_DATASETS:
         fail(f"--ask measures the Dialectic on {' or '.join(ASK_DATASETS)}; pick one of them", 2)
     floors = args.floors or [f"{DEFAULT_FLOOR:g}"]
-    results = run_async(
+    results = _run(
         lambda: evaluate_abstention(
             args.dataset,
             [OFF, *floors],
@@ -111,8 +119,6 @@ def _eval_ask(args: argparse.Namespace, database_url: str | None) -> None:
             max_corpora=args.corpora,
         )
     )
-    if results is None:
-        raise SystemExit(1)
     if args.json:
         print(
             json.dumps(

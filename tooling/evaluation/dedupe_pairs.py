@@ -301,61 +301,67 @@ def _replace(text: str, match: re.Match[str], new: str) -> str:
     return text[: match.start()] + new + text[match.end() :]
 
 
-def change_number(s: Statement, rng: random.Random) -> str | None:
+def _rewrite(
+    s: Statement,
+    rng: random.Random,
+    matches: Callable[[str], list[re.Match[str]]],
+    new: Callable[[re.Match[str]], str],
+) -> str | None:
+    """The statement with one of the matches in its body, picked by rng, replaced by new(match);
+    None when its body has none."""
     prefix, body = _body(s)
-    found = _pick(list(_DIGITS.finditer(body)) + list(_NUMBER_WORD.finditer(body)), rng)
+    found = _pick(matches(body), rng)
     if found is None:
         return None
-    old = found.group(0)
-    if old[0].isdigit():
-        if "." in old:
-            whole, frac = old.split(".")
-            new = f"{whole}.{frac[:-1]}{(int(frac[-1]) + rng.randint(1, 8)) % 10}"
-        else:
+    return prefix + _replace(body, found, new(found))
+
+
+def change_number(s: Statement, rng: random.Random) -> str | None:
+    def new(found: re.Match[str]) -> str:
+        old = found.group(0)
+        if old[0].isdigit():
+            if "." in old:
+                whole, frac = old.split(".")
+                return f"{whole}.{frac[:-1]}{(int(frac[-1]) + rng.randint(1, 8)) % 10}"
             value = int(old)
-            new = str(value * 10 if value and rng.randrange(2) == 0 else value + rng.randint(1, 9))
-    else:
-        choices = [w for w in _NUMBER_WORDS if w != old.lower()]
-        new = rng.choice(choices)
-        new = new.capitalize() if old[0].isupper() else new
-    return prefix + _replace(body, found, new)
+            return str(value * 10 if value and rng.randrange(2) == 0 else value + rng.randint(1, 9))
+        word = rng.choice([w for w in _NUMBER_WORDS if w != old.lower()])
+        return word.capitalize() if old[0].isupper() else word
+
+    return _rewrite(
+        s, rng, lambda body: list(_DIGITS.finditer(body)) + list(_NUMBER_WORD.finditer(body)), new
+    )
 
 
 def change_date(s: Statement, rng: random.Random) -> str | None:
-    prefix, body = _body(s)
-    found = _pick(list(_DATE.finditer(body)), rng)
-    if found is None:
-        return None
-    old = found.group(0)
-    if found.group(1):
-        pool = _MONTHS if old in _MONTHS else _WEEKDAYS
-        new = rng.choice([x for x in pool if x != old])
-    elif found.group(2):
-        new = _RELATIVE[old]
-    else:
-        new = str(int(old) + 1)
-    return prefix + _replace(body, found, new)
+    def new(found: re.Match[str]) -> str:
+        old = found.group(0)
+        if found.group(1):
+            pool = _MONTHS if old in _MONTHS else _WEEKDAYS
+            return rng.choice([x for x in pool if x != old])
+        if found.group(2):
+            return _RELATIVE[old]
+        return str(int(old) + 1)
+
+    return _rewrite(s, rng, lambda body: list(_DATE.finditer(body)), new)
 
 
 def change_name(s: Statement, rng: random.Random, names: list[str]) -> str | None:
-    prefix, body = _body(s)
-    found = _pick([m for name in names for m in re.finditer(rf"\b{re.escape(name)}\b", body)], rng)
-    if found is None:
-        return None
-    new = rng.choice([n for n in names if n != found.group(0)])
-    return prefix + _replace(body, found, new)
+    return _rewrite(
+        s,
+        rng,
+        lambda body: [m for name in names for m in re.finditer(rf"\b{re.escape(name)}\b", body)],
+        lambda found: rng.choice([n for n in names if n != found.group(0)]),
+    )
 
 
 def change_identifier(s: Statement, rng: random.Random) -> str | None:
-    prefix, body = _body(s)
-    found = _pick(list(_IDENTIFIER.finditer(body)), rng)
-    if found is None:
-        return None
-    token = found.group(0)
-    digits = [i for i, c in enumerate(token) if c.isdigit()]
-    at = rng.choice(digits)
-    changed = token[:at] + str((int(token[at]) + rng.randint(1, 9)) % 10) + token[at + 1 :]
-    return prefix + _replace(body, found, changed)
+    def new(found: re.Match[str]) -> str:
+        token = found.group(0)
+        at = rng.choice([i for i, c in enumerate(token) if c.isdigit()])
+        return token[:at] + str((int(token[at]) + rng.randint(1, 9)) % 10) + token[at + 1 :]
+
+    return _rewrite(s, rng, lambda body: list(_IDENTIFIER.finditer(body)), new)
 
 
 def change_polarity(s: Statement, rng: random.Random) -> str | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import tempfile
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -22,7 +21,6 @@ import grpc
 import numpy as np
 from tqdm import tqdm
 
-from hypermnesia.embedded_pg import resolve_database_url
 from hypermnesia.settings import CurationSettings
 from hypermnesia.v1 import (
     common_pb2,
@@ -33,7 +31,7 @@ from hypermnesia.v1 import (
 )
 from tooling.evaluation import dedupe_pairs
 from tooling.evaluation.dedupe_pairs import Pair
-from tooling.local_stack import create_database, drop_database, embedder_process, local_stack
+from tooling.local_stack import CONSOLIDATION_ON_DEMAND, scratch_stack
 
 CALLER = common_pb2.Caller(principal="eval", grants=["eval:*"])
 TIMEOUT_S = 120
@@ -95,45 +93,32 @@ async def evaluate(
 ) -> list[Outcome]:
     """`limit`: at most this many pairs per rule and split (dedupe_pairs.build)."""
     pairs = dedupe_pairs.build(data_dir, limit)
-    with tempfile.TemporaryDirectory(prefix="hm-eval-") as tmp:
-        work = work_dir or Path(tmp)
-        server_url, embedded = resolve_database_url(database_url, work)
-        db_url = await create_database(server_url, prefix="hm_eval")
+    async with (
+        scratch_stack(
+            database_url,
+            prefix="hm_eval",
+            work_dir=work_dir,
+            search_log_enabled=False,
+            **CONSOLIDATION_ON_DEMAND,  # per pair, not on the server's schedule
+        ) as stack,
+        grpc.aio.insecure_channel(stack.curation_address) as channel,
+    ):
+        curation = curation_pb2_grpc.CurationStub(channel)
+        intelligence = intelligence_pb2_grpc.IntelligenceStub(channel)
+        pool = await asyncpg.create_pool(stack.database_url, min_size=1, max_size=concurrency)
+        gate = asyncio.Semaphore(concurrency)
         try:
-            async with (
-                embedder_process(work) as embedder,
-                local_stack(
-                    db_url,
-                    embedder,
-                    work,
-                    search_log_enabled=False,
-                    # Consolidation runs here on demand, per pair, not on the server's schedule.
-                    consolidation_daily_hours=0,
-                    consolidation_weekly_hours=0,
-                    consolidation_monthly_hours=0,
-                ) as stack,
-                grpc.aio.insecure_channel(stack.curation_address) as channel,
-            ):
-                curation = curation_pb2_grpc.CurationStub(channel)
-                intelligence = intelligence_pb2_grpc.IntelligenceStub(channel)
-                pool = await asyncpg.create_pool(db_url, min_size=1, max_size=concurrency)
-                gate = asyncio.Semaphore(concurrency)
-                try:
-                    with tqdm(total=len(pairs), desc="dedupe pairs", unit="pair", file=sys.stderr) as bar:
+            with tqdm(total=len(pairs), desc="dedupe pairs", unit="pair", file=sys.stderr) as bar:
 
-                        async def one(n: int, pair: Pair) -> Outcome:
-                            async with gate:
-                                outcome = await _judge(n, pair, curation, intelligence, pool)
-                            bar.update(1)
-                            return outcome
+                async def one(n: int, pair: Pair) -> Outcome:
+                    async with gate:
+                        outcome = await _judge(n, pair, curation, intelligence, pool)
+                    bar.update(1)
+                    return outcome
 
-                        return list(await asyncio.gather(*(one(n, p) for n, p in enumerate(pairs))))
-                finally:
-                    await pool.close()
+                return list(await asyncio.gather(*(one(n, p) for n, p in enumerate(pairs))))
         finally:
-            await drop_database(db_url)
-            if embedded is not None:
-                embedded.close()
+            await pool.close()
 
 
 # ---- figures -----------------------------------------------------------------------------------

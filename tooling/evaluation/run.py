@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
@@ -22,14 +21,13 @@ from typing import Any
 import grpc
 from tqdm import tqdm
 
-from hypermnesia.embedded_pg import resolve_database_url
 from hypermnesia.settings import RetrievalSettings
 from hypermnesia.times import optional_timestamp
 from hypermnesia.v1 import common_pb2, curation_pb2, curation_pb2_grpc, retrieval_pb2, retrieval_pb2_grpc
 from services.curation import fusion_refits
 from tooling.evaluation import datasets
 from tooling.evaluation.metrics import ndcg_at, recall_at, reciprocal_rank
-from tooling.local_stack import LocalStack, create_database, drop_database, embedder_process, local_stack
+from tooling.local_stack import LocalStack, scratch_stack
 
 LOADERS: dict[str, Callable[[Path], list[datasets.Corpus]]] = {
     "locomo": datasets.load_locomo,
@@ -195,40 +193,29 @@ async def loaded(
     max_corpora: int | None = None,
 ) -> AsyncIterator[Loaded]:
     corpora = LOADERS[dataset](data_dir)[:max_corpora]
-    with tempfile.TemporaryDirectory(prefix="hm-eval-") as tmp:
-        work = work_dir or Path(tmp)
-        server_url, embedded = resolve_database_url(database_url, work)
-        db_url = await create_database(server_url, prefix="hm_eval")
-        try:
-            async with (
-                embedder_process(work) as embedder,
-                # search_log on: the calibration pass's observations are what the refit reads.
-                local_stack(
-                    db_url, embedder, work, search_log_enabled=True, search_bump_access=False
-                ) as stack,
-                grpc.aio.insecure_channel(stack.curation_address) as c_chan,
-                grpc.aio.insecure_channel(stack.retrieval_address) as r_chan,
-            ):
-                curation = curation_pb2_grpc.CurationStub(c_chan)
-                total = sum(len(c.docs) for c in corpora)
-                started = time.perf_counter()
-                with tqdm(total=total, desc=f"import {dataset}", unit="rec", file=sys.stderr) as bar:
-                    refs = [
-                        await _import(curation, c, f"eval:{c.name}", RECORD_TYPE[dataset], bar)
-                        for c in corpora
-                    ]
-                import_s = time.perf_counter() - started
-                print(
-                    f"imported {total:,} records in {import_s:.1f} s ({total / import_s:.0f} records/s)",
-                    file=sys.stderr,
-                )
-                yield Loaded(
-                    dataset, corpora, refs, retrieval_pb2_grpc.RetrievalStub(r_chan), stack.searcher, stack
-                )
-        finally:
-            await drop_database(db_url)
-            if embedded is not None:  # before the temporary directory under it goes
-                embedded.close()
+    async with (
+        # search_log on: the calibration pass's observations are what the refit reads.
+        scratch_stack(
+            database_url,
+            prefix="hm_eval",
+            work_dir=work_dir,
+            search_log_enabled=True,
+            search_bump_access=False,
+        ) as stack,
+        grpc.aio.insecure_channel(stack.curation_address) as c_chan,
+        grpc.aio.insecure_channel(stack.retrieval_address) as r_chan,
+    ):
+        curation = curation_pb2_grpc.CurationStub(c_chan)
+        total = sum(len(c.docs) for c in corpora)
+        started = time.perf_counter()
+        with tqdm(total=total, desc=f"import {dataset}", unit="rec", file=sys.stderr) as bar:
+            refs = [await _import(curation, c, f"eval:{c.name}", RECORD_TYPE[dataset], bar) for c in corpora]
+        import_s = time.perf_counter() - started
+        print(
+            f"imported {total:,} records in {import_s:.1f} s ({total / import_s:.0f} records/s)",
+            file=sys.stderr,
+        )
+        yield Loaded(dataset, corpora, refs, retrieval_pb2_grpc.RetrievalStub(r_chan), stack.searcher, stack)
 
 
 async def calibrate(run: Loaded, k: int, concurrency: int) -> fusion_refits.Refit:
