@@ -20,6 +20,7 @@ from gateway.shaping import (
     search_json,
     stats_json,
     to_proto,
+    with_redacted,
 )
 from hypermnesia.errors import NotFound
 from hypermnesia.fusions import FUSIONS
@@ -450,7 +451,7 @@ async def supersede(backends: Backends, session: Session, request: SupersedeMemo
     out: dict[str, Any] = {"created": response.created, "memory": memory_json(response.memory)}
     if _kept_description(request.content, request.description, out["memory"]):
         out["description_may_be_stale"] = True
-    return out
+    return with_redacted(out, response)
 
 
 class DecideTask(Request):

@@ -11,7 +11,7 @@ from pydantic_core import PydanticCustomError
 from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import IsoTime, Request, field
-from gateway.shaping import caller, memory_json, record_json, record_list_json, to_proto
+from gateway.shaping import caller, memory_json, record_json, record_list_json, to_proto, with_redacted
 from hypermnesia.v1 import curation_pb2
 from hypermnesia.validation import (
     IMPORTANCE_RANGE,
@@ -93,7 +93,7 @@ async def append_record(backends: Backends, session: Session, request: AppendRec
     """Append one raw record; a record with a source_ref already in its scope is not added again."""
     message = curation_pb2.AppendRecordRequest(caller=caller(session), record=_record_input(session, request))
     response = await backends.call(backends.curation.AppendRecord, message)
-    return {"id": response.ids[0], "created": response.imported == 1}
+    return with_redacted({"id": response.ids[0], "created": response.imported == 1}, response)
 
 
 class ImportRecords(Request):
@@ -106,7 +106,8 @@ async def import_records(backends: Backends, session: Session, request: ImportRe
         caller=caller(session), records=[_record_input(session, r) for r in request.records]
     )
     response = await backends.call(backends.curation.ImportRecords, message)
-    return {"imported": response.imported, "skipped": response.skipped, "ids": list(response.ids)}
+    out = {"imported": response.imported, "skipped": response.skipped, "ids": list(response.ids)}
+    return with_redacted(out, response)
 
 
 class RecordRef(Request):

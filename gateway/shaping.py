@@ -111,6 +111,21 @@ def memory_json(m: common_pb2.Memory) -> dict[str, Any]:
         # A conclusion whose evidence changed: readable, but never served as if nothing happened.
         out["stale"] = True
         out["stale_because"] = m.stale_because
+    if m.HasField("redacted"):  # an update's answer: the secrets it masked
+        out["redacted"] = redacted_json(m.redacted)
+    return out
+
+
+def redacted_json(r: common_pb2.Redacted) -> dict[str, Any]:
+    """The secrets a write masked (HM_REDACT=mask): how many, and how many of each kind."""
+    return {"count": r.count, "kinds": dict(sorted(r.kinds.items()))}
+
+
+def with_redacted(out: dict[str, Any], response: Any) -> dict[str, Any]:
+    """`out` plus `redacted` when the write's response says it masked secrets (only then, so a
+    write without any keeps its drop-in shape)."""
+    if response.HasField("redacted"):
+        out["redacted"] = redacted_json(response.redacted)
     return out
 
 
@@ -124,7 +139,7 @@ def save_json(response: curation_pb2.SaveResponse) -> dict[str, Any]:
         out["similar"] = [
             {"id": s.id, "content": s.content, "differences": list(s.differences)} for s in response.similar
         ]
-    return out
+    return with_redacted(out, response)
 
 
 def hit_json(h: retrieval_pb2.SearchHit, degraded: list[str]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ header). Its entropy plugins are left out: on prose they flag ordinary words and
 
 `HM_REDACT` picks what a write does with what is found (`Redactor`): `mask` (the default)
 replaces each secret with `[REDACTED:<kind>]` and the answer reports the count and kinds;
-`refuse` fails the write (InvalidArgument naming the field, kind and offset; nothing written);
+`refuse` fails the write (Unprocessable, 422, naming the field, kind and offset; nothing written);
 `off` stores the text as given. A refusal never repeats the secret.
 """
 
@@ -49,7 +49,7 @@ from detect_secrets.plugins import (
     twilio,
 )
 
-from hypermnesia.errors import InvalidArgument
+from hypermnesia.errors import Unprocessable
 
 __all__ = [
     "MODES",
@@ -269,7 +269,7 @@ class Redactor:
         if self.mode == "refuse":
             first = found[0]
             more = f" and {len(found) - 1} more" if len(found) > 1 else ""
-            raise InvalidArgument(
+            raise Unprocessable(
                 f"{where} holds a secret ({first.kind} at offset {first.start}){more}; remove it and "
                 "write again (the store refuses secrets: HM_REDACT=refuse)"
             )

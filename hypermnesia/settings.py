@@ -24,6 +24,7 @@ from hypermnesia.addresses import (
     local_address,
 )
 from hypermnesia.fusions import Fusion
+from hypermnesia.secrets import RedactMode
 
 __all__ = [
     "DEFAULT_CURATION_PORT",
@@ -186,6 +187,9 @@ class EmbedderClientSettings(CommonSettings):
     embedder_address: str = ""
     embedder_port: Port = DEFAULT_EMBEDDER_PORT
     embed_timeout_ms: Annotated[int, Field(gt=0, le=600_000)] = 300
+    # Secrets in what is written (hypermnesia/secrets.py): masked, refused or kept as given. Curation
+    # applies it to every write; retrieval to the queries search_log keeps.
+    redact: RedactMode = "mask"
 
 
 class RetrievalSettings(EmbedderClientSettings):

@@ -12,6 +12,7 @@ from hypermnesia import status, validation
 from hypermnesia.errors import InvalidArgument, NotFound
 from hypermnesia.memory_rows import memory_from_row
 from hypermnesia.scopes import permits, require
+from hypermnesia.secrets import Redaction
 from hypermnesia.times import field_time
 from hypermnesia.v1 import common_pb2, curation_pb2, curation_pb2_grpc
 from hypermnesia.wal import report_commit
@@ -37,6 +38,13 @@ class Curation:
 
 def _grants(caller: common_pb2.Caller) -> tuple[str, ...]:
     return tuple(caller.grants)
+
+
+def redacted_message(report: Redaction) -> common_pb2.Redacted | None:
+    """A write's report of the secrets it masked; None when there were none (the field stays unset)."""
+    if not report.count:
+        return None
+    return common_pb2.Redacted(count=report.count, kinds=dict(report.kinds))
 
 
 def _unset_fields(request: curation_pb2.SaveRequest) -> frozenset[str]:
@@ -83,7 +91,11 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
                 unset=_unset_fields(request),
             )
         )
-        response = curation_pb2.SaveResponse(created=result.created, memory=memory_from_row(result.memory))
+        response = curation_pb2.SaveResponse(
+            created=result.created,
+            memory=memory_from_row(result.memory),
+            redacted=redacted_message(result.redacted),
+        )
         if result.replaced is not None:
             response.replaced.CopyFrom(memory_from_row(result.replaced))
         response.similar.extend(
@@ -106,7 +118,10 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
         )
         await self._committed(context)
         return curation_pb2.ImportRecordsResponse(
-            imported=result.imported, skipped=result.skipped, ids=result.ids
+            imported=result.imported,
+            skipped=result.skipped,
+            ids=result.ids,
+            redacted=redacted_message(result.redacted),
         )
 
     async def ImportRecords(
@@ -120,7 +135,10 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
             await fusion_refits.after_import(self.writer.pool, [s.scope for s in specs])
         await self._committed(context)
         return curation_pb2.ImportRecordsResponse(
-            imported=result.imported, skipped=result.skipped, ids=result.ids
+            imported=result.imported,
+            skipped=result.skipped,
+            ids=result.ids,
+            redacted=redacted_message(result.redacted),
         )
 
     async def GetRecord(
@@ -221,11 +239,14 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
             changes["tags"] = list(request.tags)
         if request.set_metadata:
             changes["metadata"] = MessageToDict(request.metadata)
-        row = await self.writer.update(
+        row, redacted = await self.writer.update(
             UpdateInput(request.caller.principal, _grants(request.caller), request.id, changes)
         )
         await self._committed(context)
-        return memory_from_row(row)
+        memory = memory_from_row(row)
+        if (report := redacted_message(redacted)) is not None:
+            memory.redacted.CopyFrom(report)
+        return memory
 
     async def Delete(
         self, request: curation_pb2.MemoryRequest, context: grpc.aio.ServicerContext

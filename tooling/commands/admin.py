@@ -239,6 +239,7 @@ def cmd_import(args: argparse.Namespace) -> None:
                             principal,
                             bar,
                             dry_run=args.dry_run,
+                            redact=curation.redact,
                         )
                     if report.imported and not args.dry_run:  # one of adaptive fusion's refit moments
                         await fusion_refits.after_import(pool, report.scopes)
@@ -345,7 +346,7 @@ def cmd_ingest(args: argparse.Namespace) -> None:
             async with admin.open_pool(curation) as pool:
                 await admin.require_pin(pool, encoder)
                 files, skipped = walk_markdown(root)
-                ingester = Ingester(pool, encoder.embed, encoder.count_tokens)
+                ingester = Ingester(pool, encoder.embed, encoder.count_tokens, curation.redact)
                 with _bar(len(files), "file", "ingest") as bar:
                     report = await ingester.ingest_files(
                         admin.admin_principal(),
