@@ -158,6 +158,7 @@ RULES: tuple[_Rule, ...] = (
     ),
 )
 
+_PLACEHOLDER = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
 # A PEM block runs from its BEGIN line to its END line (or, cut short, to the end of the text).
 _PEM_START = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----|PuTTY-User-Key-File-\d")
 _PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----|Private-MAC: [0-9a-f]+")
@@ -190,10 +191,15 @@ def find(text: str) -> list[Finding]:
     if not text:
         return []
     raw: list[tuple[int, int, bool, str]] = []
+    # A mask already in the text is not a secret (`password=[REDACTED:named_secret]`), so that
+    # masking twice changes nothing and a scan of masked text finds nothing.
+    masks = [m.span() for m in _PLACEHOLDER.finditer(text)]
     for rule in RULES:
         for match in rule.pattern.finditer(text):
             start, end = _span(match, rule.group)
             if end <= start or (rule.check is not None and not rule.check(text[start:end])):
+                continue
+            if any(a <= start and end <= b for a, b in masks):
                 continue
             if rule.kind == "private_key":
                 begin = _PEM_START.search(text, max(0, start - 40), end + 40)
