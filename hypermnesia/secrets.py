@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -99,7 +99,12 @@ _NAMED = (
     r"(?:[A-Za-z0-9]+[_.-])*(?:password|passwd|passphrase|pwd|pass|secret|secret[_-]?key|api[_-]?key|"
     r"apikey|access[_-]?key|auth[_-]?token|access[_-]?token|refresh[_-]?token|client[_-]?secret|token)"
 )
-_VALUE = r"""["'`]?((?=[^\s"'`,;]*[0-9!#$%&*+/<=>?@^_~-])(?=[^\s"'`,;]*[A-Za-z])[^\s"'`,;]{6,})"""
+# A value that is itself a label (`SECRET: aws_secret_access_key = ...`) is not the secret: the
+# label's own value is.
+_VALUE = (
+    r"""["'`]?(?!""" + _NAMED + r"""["'`]?\s*(?:=|:=|:|=>))"""
+    r"""((?=[^\s"'`,;]*[0-9!#$%&*+/<=>?@^_~-])(?=[^\s"'`,;]*[A-Za-z])[^\s"'`,;]{6,})"""
+)
 
 RULES: tuple[_Rule, ...] = (
     # detect-secrets' regex plugins, as they ship.
@@ -186,6 +191,18 @@ def _span(match: re.Match[str], group: int | None) -> tuple[int, int]:
     return start, end
 
 
+def _matches(rule: _Rule, text: str) -> Iterator[re.Match[str]]:
+    """The rule's matches; a catch-all rule's may overlap, since one label's match can swallow
+    the next label (`SECRET: "password": "..."`), whose value is the secret."""
+    if not rule.generic:
+        yield from rule.pattern.finditer(text)
+        return
+    at = 0
+    while (match := rule.pattern.search(text, at)) is not None:
+        yield match
+        at = match.start() + 1
+
+
 def find(text: str) -> list[Finding]:
     """Every secret in `text`, in order, overlapping finds merged (the specific kind wins)."""
     if not text:
@@ -195,7 +212,7 @@ def find(text: str) -> list[Finding]:
     # masking twice changes nothing and a scan of masked text finds nothing.
     masks = [m.span() for m in _PLACEHOLDER.finditer(text)]
     for rule in RULES:
-        for match in rule.pattern.finditer(text):
+        for match in _matches(rule, text):
             start, end = _span(match, rule.group)
             if end <= start or (rule.check is not None and not rule.check(text[start:end])):
                 continue
