@@ -83,6 +83,9 @@ class _Rule:
     check: Any = None  # an extra test of the matched text (detect-secrets' JWT validity)
     # The group holding the secret; None: the first group that matched, else the whole match.
     group: int | None = None
+    # Matches only after a label word (`_LABEL_WORDS`: key, token, pass...), so a text without one
+    # skips it: these patterns have no literal to anchor on and are the slowest.
+    needs_label: bool = False
 
 
 def _rules_of(kind: str, patterns: Iterable[re.Pattern[str]], **extra: Any) -> list[_Rule]:
@@ -113,12 +116,13 @@ RULES: tuple[_Rule, ...] = (
     *_rules_of("artifactory", artifactory.ArtifactoryDetector.denylist),
     *_rules_of("azure_storage_key", azure_storage_key.AzureStorageKeyDetector.denylist),
     *_rules_of("url_password", basic_auth.BasicAuthDetector.denylist),
-    *_rules_of("cloudant", cloudant.CloudantDetector.denylist),
+    *_rules_of("cloudant", cloudant.CloudantDetector.denylist[:2], needs_label=True),
+    *_rules_of("cloudant", cloudant.CloudantDetector.denylist[2:]),
     *_rules_of("discord_bot_token", discord.DiscordBotTokenDetector.denylist),
     *_rules_of("github_token", github_token.GitHubTokenDetector.denylist),
     *_rules_of("gitlab_token", gitlab_token.GitLabTokenDetector.denylist),
-    *_rules_of("ibm_cloud_iam_key", ibm_cloud_iam.IbmCloudIamDetector.denylist),
-    *_rules_of("ibm_cos_hmac", ibm_cos_hmac.IbmCosHmacDetector.denylist),
+    *_rules_of("ibm_cloud_iam_key", ibm_cloud_iam.IbmCloudIamDetector.denylist, needs_label=True),
+    *_rules_of("ibm_cos_hmac", ibm_cos_hmac.IbmCosHmacDetector.denylist, needs_label=True),
     *_rules_of("jwt", jwt.JwtTokenDetector.denylist, check=jwt.JwtTokenDetector.is_formally_valid),
     *_rules_of("mailchimp_key", mailchimp.MailchimpDetector.denylist),
     *_rules_of("npm_token", npm.NpmDetector.denylist),
@@ -128,7 +132,8 @@ RULES: tuple[_Rule, ...] = (
     *_rules_of("sendgrid_key", sendgrid.SendGridDetector.denylist),
     *_rules_of("slack_token", slack.SlackDetector.denylist[:1]),
     *_rules_of("slack_webhook", slack.SlackDetector.denylist[1:]),
-    *_rules_of("softlayer", softlayer.SoftlayerDetector.denylist),
+    *_rules_of("softlayer", softlayer.SoftlayerDetector.denylist[:1], needs_label=True),
+    *_rules_of("softlayer", softlayer.SoftlayerDetector.denylist[1:]),
     *_rules_of("square_oauth_secret", square_oauth.SquareOAuthDetector.denylist),
     *_rules_of("stripe_key", stripe.StripeDetector.denylist),
     *_rules_of("telegram_bot_token", telegram_token.TelegramBotTokenDetector.denylist),
@@ -163,6 +168,8 @@ RULES: tuple[_Rule, ...] = (
     ),
 )
 
+# A word every catch-all rule's label holds (theirs and detect-secrets' keyword list).
+_LABEL_WORDS = ("pass", "pw", "secret", "key", "token", "contrase")
 _PLACEHOLDER = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
 # A PEM block runs from its BEGIN line to its END line (or, cut short, to the end of the text).
 _PEM_START = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----|PuTTY-User-Key-File-\d")
@@ -211,7 +218,11 @@ def find(text: str) -> list[Finding]:
     # A mask already in the text is not a secret (`password=[REDACTED:named_secret]`), so that
     # masking twice changes nothing and a scan of masked text finds nothing.
     masks = [m.span() for m in _PLACEHOLDER.finditer(text)]
+    # The catch-all rules and the plugins' assignment patterns all need a label word.
+    labelled = any(word in text.lower() for word in _LABEL_WORDS)
     for rule in RULES:
+        if (rule.generic or rule.needs_label) and not labelled:
+            continue
         for match in _matches(rule, text):
             start, end = _span(match, rule.group)
             if end <= start or (rule.check is not None and not rule.check(text[start:end])):
