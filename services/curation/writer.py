@@ -162,13 +162,14 @@ class MemoryWriter:
         return old
 
     async def save(self, item: SaveInput) -> SaveResult:
-        # Before anything else: a refused secret leaves nothing behind, a masked one is all that is
-        # ever embedded, compared, logged or stored.
-        scan = Redactor(self.redact)
-        item = _redacted(item, scan)
         replaced = await self._superseded(item) if item.supersedes else None
         if replaced is not None:
             item = _inherited(item, replaced)
+        # Before anything is written: a refused secret leaves nothing behind, a masked one is all
+        # that is ever embedded, compared, logged or stored (a correction's inherited fields too:
+        # the memory it replaces may have been written with HM_REDACT=off).
+        scan = Redactor(self.redact)
+        item = _redacted(item, scan)
         item = self.validate(item)
         kind = item.kind or DEFAULT_KIND
         target = validation.parse_id(item.supersedes) if item.supersedes else None
