@@ -12,7 +12,7 @@ from google.protobuf.message import Message
 
 from hypermnesia.errors import from_status
 from hypermnesia.grpc_client import open_channel
-from hypermnesia.grpc_server import SERVICE_ERROR_MARK
+from hypermnesia.grpc_server import REASON_KEY, SERVICE_ERROR_MARK
 from hypermnesia.read_after_write import commit_lsn
 from hypermnesia.scopes import Principal
 from hypermnesia.v1 import (
@@ -165,8 +165,10 @@ class Backends:
             return response
         except grpc.aio.AioRpcError as exc:
             code = exc.code()
+            reason = ""
             if _from_service(exc):
                 message = exc.details() or code.name
+                reason = dict(exc.trailing_metadata() or ()).get(REASON_KEY, "")
             elif code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                 message = unreachable or (
                     "a hypermnesia service is unreachable or too slow; check that the stack is running"
@@ -177,7 +179,7 @@ class Backends:
                 message = "internal error in a hypermnesia service; see its log"
             else:
                 message = exc.details() or code.name
-            raise from_status(code, message) from exc
+            raise from_status(code, message, reason) from exc
 
     async def resolve_token(self, token_sha256: str) -> Principal | None:
         """Who a store token stands for (gateway.auth's resolver); None for an unknown or revoked

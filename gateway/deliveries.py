@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import logging
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -37,8 +38,9 @@ from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import IsoTime, Request, field
 from gateway.shaping import caller, deliveries_json
-from hypermnesia import scopes
+from hypermnesia import scopes, secrets
 from hypermnesia.errors import HypermnesiaError
+from hypermnesia.secrets import RedactMode
 from hypermnesia.times import timestamp
 from hypermnesia.v1 import deliveries_pb2
 
@@ -102,16 +104,33 @@ def _scopes(session: Session, request: BaseModel) -> list[str]:
     return session.readable_scopes() or [session.project_scope]
 
 
+def _masked(value: Any) -> Any:
+    """`value` (a request's JSON) with every string's secrets masked, keys and shape kept."""
+    if isinstance(value, str):
+        return secrets.masked(value)
+    if isinstance(value, list):
+        return [_masked(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _masked(v) for k, v in value.items()}
+    return value
+
+
 class DeliveryLog:
     """The queue of deliveries and the task that sends it to curation."""
 
-    def __init__(self, backends: Backends, enabled: bool = True) -> None:
+    def __init__(self, backends: Backends, enabled: bool = True, redact: RedactMode = "mask") -> None:
         self.backends = backends
         self.enabled = enabled
+        self.redact = redact
         self._queue: deque[deliveries_pb2.Delivery] = deque()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._failing = False
+
+    def _request_json(self, request: BaseModel) -> str:
+        if self.redact == "off":
+            return request.model_dump_json()
+        return json.dumps(_masked(request.model_dump(mode="json")))
 
     def record(
         self,
@@ -139,8 +158,8 @@ class DeliveryLog:
                 operation=name,
                 transport=transport,
                 delivered_at=timestamp(datetime.now(UTC)),
-                # The request as the operation read it; the lead wires secret redaction in here.
-                request_json=request.model_dump_json(),
+                # The request as the operation read it, its secrets masked like every stored text.
+                request_json=self._request_json(request),
                 scopes=_scopes(session, request),
                 items=items,
                 text_sha256=hashlib.sha256(body).hexdigest(),

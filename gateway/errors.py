@@ -8,7 +8,7 @@ from typing import Any
 
 import grpc
 
-from hypermnesia.errors import HypermnesiaError
+from hypermnesia.errors import HypermnesiaError, Unprocessable
 
 HTTP_STATUS = {
     grpc.StatusCode.INVALID_ARGUMENT: 400,
@@ -31,6 +31,8 @@ _SHOULD = "Input should be "
 
 
 def http_status(exc: HypermnesiaError) -> int:
+    if isinstance(exc, Unprocessable):
+        return 422  # well formed, but not storable as it is (a secret under HM_REDACT=refuse)
     return HTTP_STATUS.get(exc.code, 500)
 
 

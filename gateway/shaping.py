@@ -111,6 +111,21 @@ def memory_json(m: common_pb2.Memory) -> dict[str, Any]:
         value = _json_value(m, f)
         if f.shown == "always" or (f.shown == "set" and value) or (f.shown == "if_stale" and m.stale):
             out[f.json] = value
+    if m.HasField("redacted"):  # an update's answer: the secrets it masked
+        out["redacted"] = redacted_json(m.redacted)
+    return out
+
+
+def redacted_json(r: common_pb2.Redacted) -> dict[str, Any]:
+    """The secrets a write masked (HM_REDACT=mask): how many, and how many of each kind."""
+    return {"count": r.count, "kinds": dict(sorted(r.kinds.items()))}
+
+
+def with_redacted(out: dict[str, Any], response: Any) -> dict[str, Any]:
+    """`out` plus `redacted` when the write's response says it masked secrets (only then, so a
+    write without any keeps its drop-in shape)."""
+    if response.HasField("redacted"):
+        out["redacted"] = redacted_json(response.redacted)
     return out
 
 
@@ -124,7 +139,7 @@ def save_json(response: curation_pb2.SaveResponse) -> dict[str, Any]:
         out["similar"] = [
             {"id": s.id, "content": s.content, "differences": list(s.differences)} for s in response.similar
         ]
-    return out
+    return with_redacted(out, response)
 
 
 def deleted_json(deleted: bool) -> dict[str, Any]:
@@ -153,7 +168,7 @@ def superseded_json(response: curation_pb2.SaveResponse, *, description_may_be_s
     out: dict[str, Any] = {"created": response.created, "memory": memory_json(response.memory)}
     if description_may_be_stale:
         out["description_may_be_stale"] = True
-    return out
+    return with_redacted(out, response)
 
 
 def hit_json(h: retrieval_pb2.SearchHit, degraded: list[str]) -> dict[str, Any]:
@@ -230,11 +245,12 @@ def record_list_json(out: curation_pb2.RecordList) -> dict[str, Any]:
 
 def appended_json(response: curation_pb2.ImportRecordsResponse) -> dict[str, Any]:
     """One appended record: its id, and whether it is new (not a source_ref seen before)."""
-    return {"id": response.ids[0], "created": response.imported == 1}
+    return with_redacted({"id": response.ids[0], "created": response.imported == 1}, response)
 
 
 def imported_json(response: curation_pb2.ImportRecordsResponse) -> dict[str, Any]:
-    return {"imported": response.imported, "skipped": response.skipped, "ids": list(response.ids)}
+    out = {"imported": response.imported, "skipped": response.skipped, "ids": list(response.ids)}
+    return with_redacted(out, response)
 
 
 def records_json(out: curation_pb2.RecordList) -> dict[str, Any]:

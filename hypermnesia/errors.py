@@ -12,6 +12,9 @@ import grpc
 
 class HypermnesiaError(Exception):
     code: grpc.StatusCode = grpc.StatusCode.INTERNAL
+    # Told apart from others of its status across gRPC (trailing metadata `hm-reason`), where the
+    # HTTP status differs (Unprocessable).
+    reason: str = ""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -20,6 +23,13 @@ class HypermnesiaError(Exception):
 
 class InvalidArgument(HypermnesiaError):
     code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class Unprocessable(InvalidArgument):
+    """A well-formed write the store will not keep as it is (a secret under HM_REDACT=refuse):
+    INVALID_ARGUMENT over gRPC, 422 over HTTP."""
+
+    reason = "unprocessable"
 
 
 class NotFound(HypermnesiaError):
@@ -73,9 +83,11 @@ _BY_STATUS: dict[grpc.StatusCode, type[HypermnesiaError]] = {
 }
 
 
-def from_status(code: grpc.StatusCode, message: str) -> HypermnesiaError:
-    """The error a gRPC status stands for, so that a caller of a service catches `NotFound`
-    rather than comparing status codes."""
+def from_status(code: grpc.StatusCode, message: str, reason: str = "") -> HypermnesiaError:
+    """The error a gRPC status (and the service's `hm-reason`, when it gave one) stands for, so
+    that a caller of a service catches `NotFound` rather than comparing status codes."""
+    if code == Unprocessable.code and reason == Unprocessable.reason:
+        return Unprocessable(message)
     error_class = _BY_STATUS.get(code)
     return error_class(message) if error_class is not None else ServiceError(code, message)
 

@@ -45,7 +45,8 @@ def guarded(method: str, inner: Handler) -> Handler:
                 return await inner(request, context)
         except HypermnesiaError as exc:
             RPC_ERRORS.labels(method, exc.code.name).inc()
-            await context.abort(exc.code, exc.message, trailing_metadata=SERVICE_ERROR_MARK)
+            mark = SERVICE_ERROR_MARK + (((REASON_KEY, exc.reason),) if exc.reason else ())
+            await context.abort(exc.code, exc.message, trailing_metadata=mark)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -76,6 +77,8 @@ class _Guarded:
 # Marks a status a service chose (its message is for the caller), as opposed to one made by the
 # transport (refused connection, deadline), whose details are not.
 SERVICE_ERROR_MARK = (("hm-error", "service"),)
+# Which error of its status a service raised, when the class says (HypermnesiaError.reason).
+REASON_KEY = "hm-reason"
 
 Registration = tuple[Callable[[Any, grpc.aio.Server], None], Any, str]
 

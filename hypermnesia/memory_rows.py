@@ -18,6 +18,7 @@ __all__ = [
     "COLUMNS",
     "FIELDS",
     "MAX_CHAIN",
+    "ANSWER_FIELDS",
     "MEMORY_COLUMNS",
     "OTHER_COLUMNS",
     "READ_COLUMNS",
@@ -89,6 +90,11 @@ FIELDS: tuple[MemoryField, ...] = (
     MemoryField("heading_path", "list", None, None),
     MemoryField("state_key", "text", None, None),
 )
+
+# The fields of the Memory message that are no column: what one answer reports, and why.
+ANSWER_FIELDS: dict[str, str] = {
+    "redacted": "an update's answer: the secrets that write masked (hypermnesia/secrets.py)",
+}
 
 # The columns of `memories` that are not a memory's fields, and why.
 OTHER_COLUMNS: dict[str, str] = {

@@ -24,6 +24,7 @@ from hypermnesia.addresses import (
     local_address,
 )
 from hypermnesia.fusions import Fusion
+from hypermnesia.secrets import RedactMode
 
 __all__ = [
     "DEFAULT_CURATION_PORT",
@@ -63,6 +64,11 @@ class CommonSettings(BaseSettings):
     """Settings every process reads."""
 
     model_config = SettingsConfigDict(env_prefix="HM_", extra="ignore", frozen=True)
+
+    # Secrets in what is written (hypermnesia/secrets.py): masked, refused or kept as given. Curation
+    # applies it to every write; retrieval to the queries search_log keeps; the gateway to the
+    # requests its delivery log keeps (masked under refuse too: a search stores nothing else).
+    redact: RedactMode = "mask"
 
     database_url: str | None = Field(
         default=None,

@@ -26,7 +26,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bhypermnesia/v1/common.proto\x12\x0ehypermnesia.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"+\n\x06\x43\x61ller\x12\x11\n\tprincipal\x18\x01 \x01(\t\x12\x0e\n\x06grants\x18\x02 \x03(\t\"\xec\x04\n\x06Memory\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08owner_id\x18\x02 \x01(\t\x12\r\n\x05scope\x18\x03 \x01(\t\x12\x0c\n\x04type\x18\x04 \x01(\t\x12\x0c\n\x04kind\x18\x05 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x06 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x07 \x01(\t\x12\x0c\n\x04tags\x18\x08 \x03(\t\x12)\n\x08metadata\x18\t \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nimportance\x18\n \x01(\x01\x12.\n\ncreated_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x34\n\x10last_accessed_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x61rchived_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nexpires_at\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0b\x64\x65\x63\x61y_class\x18\x10 \x01(\t\x12\x14\n\x0c\x61\x63\x63\x65ss_count\x18\x11 \x01(\x03\x12\x12\n\nsupersedes\x18\x12 \x01(\t\x12\x15\n\rsuperseded_by\x18\x13 \x01(\t\x12\x12\n\nsource_ref\x18\x14 \x01(\t\x12\x0c\n\x04repo\x18\x15 \x01(\t\x12\x11\n\tthread_id\x18\x16 \x01(\t\x12\r\n\x05stale\x18\x17 \x01(\x08\x12\x15\n\rstale_because\x18\x18 \x01(\t\"\x15\n\x13LiveSettingsRequest\"w\n\x0cLiveSettings\x12\x38\n\x06values\x18\x01 \x03(\x0b\x32(.hypermnesia.v1.LiveSettings.ValuesEntry\x1a-\n\x0bValuesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x0f\n\rStatusRequest\"\x8a\x01\n\rServiceStatus\x12\x39\n\x06\x63hecks\x18\x01 \x03(\x0b\x32).hypermnesia.v1.ServiceStatus.ChecksEntry\x12\x0f\n\x07version\x18\x02 \x01(\t\x1a-\n\x0b\x43hecksEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bhypermnesia/v1/common.proto\x12\x0ehypermnesia.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"+\n\x06\x43\x61ller\x12\x11\n\tprincipal\x18\x01 \x01(\t\x12\x0e\n\x06grants\x18\x02 \x03(\t\"\xaa\x05\n\x06Memory\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08owner_id\x18\x02 \x01(\t\x12\r\n\x05scope\x18\x03 \x01(\t\x12\x0c\n\x04type\x18\x04 \x01(\t\x12\x0c\n\x04kind\x18\x05 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x06 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x07 \x01(\t\x12\x0c\n\x04tags\x18\x08 \x03(\t\x12)\n\x08metadata\x18\t \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nimportance\x18\n \x01(\x01\x12.\n\ncreated_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x34\n\x10last_accessed_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x61rchived_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nexpires_at\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0b\x64\x65\x63\x61y_class\x18\x10 \x01(\t\x12\x14\n\x0c\x61\x63\x63\x65ss_count\x18\x11 \x01(\x03\x12\x12\n\nsupersedes\x18\x12 \x01(\t\x12\x15\n\rsuperseded_by\x18\x13 \x01(\t\x12\x12\n\nsource_ref\x18\x14 \x01(\t\x12\x0c\n\x04repo\x18\x15 \x01(\t\x12\x11\n\tthread_id\x18\x16 \x01(\t\x12\r\n\x05stale\x18\x17 \x01(\x08\x12\x15\n\rstale_because\x18\x18 \x01(\t\x12/\n\x08redacted\x18\x19 \x01(\x0b\x32\x18.hypermnesia.v1.RedactedH\x00\x88\x01\x01\x42\x0b\n\t_redacted\"\x15\n\x13LiveSettingsRequest\"w\n\x0cLiveSettings\x12\x38\n\x06values\x18\x01 \x03(\x0b\x32(.hypermnesia.v1.LiveSettings.ValuesEntry\x1a-\n\x0bValuesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x0f\n\rStatusRequest\"\x8a\x01\n\rServiceStatus\x12\x39\n\x06\x63hecks\x18\x01 \x03(\x0b\x32).hypermnesia.v1.ServiceStatus.ChecksEntry\x12\x0f\n\x07version\x18\x02 \x01(\t\x1a-\n\x0b\x43hecksEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"{\n\x08Redacted\x12\r\n\x05\x63ount\x18\x01 \x01(\x05\x12\x32\n\x05kinds\x18\x02 \x03(\x0b\x32#.hypermnesia.v1.Redacted.KindsEntry\x1a,\n\nKindsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,20 +37,26 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LIVESETTINGS_VALUESENTRY']._serialized_options = b'8\001'
   _globals['_SERVICESTATUS_CHECKSENTRY']._loaded_options = None
   _globals['_SERVICESTATUS_CHECKSENTRY']._serialized_options = b'8\001'
+  _globals['_REDACTED_KINDSENTRY']._loaded_options = None
+  _globals['_REDACTED_KINDSENTRY']._serialized_options = b'8\001'
   _globals['_CALLER']._serialized_start=110
   _globals['_CALLER']._serialized_end=153
   _globals['_MEMORY']._serialized_start=156
-  _globals['_MEMORY']._serialized_end=776
-  _globals['_LIVESETTINGSREQUEST']._serialized_start=778
-  _globals['_LIVESETTINGSREQUEST']._serialized_end=799
-  _globals['_LIVESETTINGS']._serialized_start=801
-  _globals['_LIVESETTINGS']._serialized_end=920
-  _globals['_LIVESETTINGS_VALUESENTRY']._serialized_start=875
-  _globals['_LIVESETTINGS_VALUESENTRY']._serialized_end=920
-  _globals['_STATUSREQUEST']._serialized_start=922
-  _globals['_STATUSREQUEST']._serialized_end=937
-  _globals['_SERVICESTATUS']._serialized_start=940
-  _globals['_SERVICESTATUS']._serialized_end=1078
-  _globals['_SERVICESTATUS_CHECKSENTRY']._serialized_start=1033
-  _globals['_SERVICESTATUS_CHECKSENTRY']._serialized_end=1078
+  _globals['_MEMORY']._serialized_end=838
+  _globals['_LIVESETTINGSREQUEST']._serialized_start=840
+  _globals['_LIVESETTINGSREQUEST']._serialized_end=861
+  _globals['_LIVESETTINGS']._serialized_start=863
+  _globals['_LIVESETTINGS']._serialized_end=982
+  _globals['_LIVESETTINGS_VALUESENTRY']._serialized_start=937
+  _globals['_LIVESETTINGS_VALUESENTRY']._serialized_end=982
+  _globals['_STATUSREQUEST']._serialized_start=984
+  _globals['_STATUSREQUEST']._serialized_end=999
+  _globals['_SERVICESTATUS']._serialized_start=1002
+  _globals['_SERVICESTATUS']._serialized_end=1140
+  _globals['_SERVICESTATUS_CHECKSENTRY']._serialized_start=1095
+  _globals['_SERVICESTATUS_CHECKSENTRY']._serialized_end=1140
+  _globals['_REDACTED']._serialized_start=1142
+  _globals['_REDACTED']._serialized_end=1265
+  _globals['_REDACTED_KINDSENTRY']._serialized_start=1221
+  _globals['_REDACTED_KINDSENTRY']._serialized_end=1265
 # @@protoc_insertion_point(module_scope)

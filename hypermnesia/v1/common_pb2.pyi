@@ -19,7 +19,7 @@ class Caller(_message.Message):
     def __init__(self, principal: _Optional[str] = ..., grants: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Memory(_message.Message):
-    __slots__ = ("id", "owner_id", "scope", "type", "kind", "content", "description", "tags", "metadata", "importance", "created_at", "updated_at", "last_accessed_at", "archived_at", "expires_at", "decay_class", "access_count", "supersedes", "superseded_by", "source_ref", "repo", "thread_id", "stale", "stale_because")
+    __slots__ = ("id", "owner_id", "scope", "type", "kind", "content", "description", "tags", "metadata", "importance", "created_at", "updated_at", "last_accessed_at", "archived_at", "expires_at", "decay_class", "access_count", "supersedes", "superseded_by", "source_ref", "repo", "thread_id", "stale", "stale_because", "redacted")
     ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
@@ -44,6 +44,7 @@ class Memory(_message.Message):
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     STALE_FIELD_NUMBER: _ClassVar[int]
     STALE_BECAUSE_FIELD_NUMBER: _ClassVar[int]
+    REDACTED_FIELD_NUMBER: _ClassVar[int]
     id: str
     owner_id: str
     scope: str
@@ -68,7 +69,8 @@ class Memory(_message.Message):
     thread_id: str
     stale: bool
     stale_because: str
-    def __init__(self, id: _Optional[str] = ..., owner_id: _Optional[str] = ..., scope: _Optional[str] = ..., type: _Optional[str] = ..., kind: _Optional[str] = ..., content: _Optional[str] = ..., description: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., importance: _Optional[float] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_accessed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., archived_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., decay_class: _Optional[str] = ..., access_count: _Optional[int] = ..., supersedes: _Optional[str] = ..., superseded_by: _Optional[str] = ..., source_ref: _Optional[str] = ..., repo: _Optional[str] = ..., thread_id: _Optional[str] = ..., stale: _Optional[bool] = ..., stale_because: _Optional[str] = ...) -> None: ...
+    redacted: Redacted
+    def __init__(self, id: _Optional[str] = ..., owner_id: _Optional[str] = ..., scope: _Optional[str] = ..., type: _Optional[str] = ..., kind: _Optional[str] = ..., content: _Optional[str] = ..., description: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., importance: _Optional[float] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_accessed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., archived_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., decay_class: _Optional[str] = ..., access_count: _Optional[int] = ..., supersedes: _Optional[str] = ..., superseded_by: _Optional[str] = ..., source_ref: _Optional[str] = ..., repo: _Optional[str] = ..., thread_id: _Optional[str] = ..., stale: _Optional[bool] = ..., stale_because: _Optional[str] = ..., redacted: _Optional[_Union[Redacted, _Mapping]] = ...) -> None: ...
 
 class LiveSettingsRequest(_message.Message):
     __slots__ = ()
@@ -105,3 +107,18 @@ class ServiceStatus(_message.Message):
     checks: _containers.ScalarMap[str, str]
     version: str
     def __init__(self, checks: _Optional[_Mapping[str, str]] = ..., version: _Optional[str] = ...) -> None: ...
+
+class Redacted(_message.Message):
+    __slots__ = ("count", "kinds")
+    class KindsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    KINDS_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    kinds: _containers.ScalarMap[str, int]
+    def __init__(self, count: _Optional[int] = ..., kinds: _Optional[_Mapping[str, int]] = ...) -> None: ...

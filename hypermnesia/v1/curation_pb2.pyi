@@ -44,16 +44,18 @@ class SaveRequest(_message.Message):
     def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., content: _Optional[str] = ..., description: _Optional[str] = ..., scope: _Optional[str] = ..., type: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., importance: _Optional[float] = ..., kind: _Optional[str] = ..., supersedes: _Optional[str] = ..., decay_class: _Optional[str] = ..., set_description: _Optional[bool] = ..., set_tags: _Optional[bool] = ..., set_metadata: _Optional[bool] = ...) -> None: ...
 
 class SaveResponse(_message.Message):
-    __slots__ = ("created", "memory", "replaced", "similar")
+    __slots__ = ("created", "memory", "replaced", "similar", "redacted")
     CREATED_FIELD_NUMBER: _ClassVar[int]
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     REPLACED_FIELD_NUMBER: _ClassVar[int]
     SIMILAR_FIELD_NUMBER: _ClassVar[int]
+    REDACTED_FIELD_NUMBER: _ClassVar[int]
     created: bool
     memory: _common_pb2.Memory
     replaced: _common_pb2.Memory
     similar: _containers.RepeatedCompositeFieldContainer[SimilarMemory]
-    def __init__(self, created: _Optional[bool] = ..., memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., replaced: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., similar: _Optional[_Iterable[_Union[SimilarMemory, _Mapping]]] = ...) -> None: ...
+    redacted: _common_pb2.Redacted
+    def __init__(self, created: _Optional[bool] = ..., memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., replaced: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., similar: _Optional[_Iterable[_Union[SimilarMemory, _Mapping]]] = ..., redacted: _Optional[_Union[_common_pb2.Redacted, _Mapping]] = ...) -> None: ...
 
 class RecordInput(_message.Message):
     __slots__ = ("type", "scope", "content", "source_ref", "thread_id", "created_at", "metadata", "prev_source_ref", "topic_id", "description", "tags", "importance", "state_kind", "state_key", "supersedes", "repo", "kind")
@@ -110,14 +112,16 @@ class ImportRecordsRequest(_message.Message):
     def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., records: _Optional[_Iterable[_Union[RecordInput, _Mapping]]] = ...) -> None: ...
 
 class ImportRecordsResponse(_message.Message):
-    __slots__ = ("imported", "skipped", "ids")
+    __slots__ = ("imported", "skipped", "ids", "redacted")
     IMPORTED_FIELD_NUMBER: _ClassVar[int]
     SKIPPED_FIELD_NUMBER: _ClassVar[int]
     IDS_FIELD_NUMBER: _ClassVar[int]
+    REDACTED_FIELD_NUMBER: _ClassVar[int]
     imported: int
     skipped: int
     ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, imported: _Optional[int] = ..., skipped: _Optional[int] = ..., ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    redacted: _common_pb2.Redacted
+    def __init__(self, imported: _Optional[int] = ..., skipped: _Optional[int] = ..., ids: _Optional[_Iterable[str]] = ..., redacted: _Optional[_Union[_common_pb2.Redacted, _Mapping]] = ...) -> None: ...
 
 class RecordRequest(_message.Message):
     __slots__ = ("caller", "id")
@@ -320,7 +324,7 @@ class IngestRequest(_message.Message):
     def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., scope: _Optional[str] = ..., repo: _Optional[str] = ..., files: _Optional[_Iterable[_Union[IngestFile, _Mapping]]] = ...) -> None: ...
 
 class IngestResponse(_message.Message):
-    __slots__ = ("files", "unchanged", "changed", "added", "retired", "chunks_written", "skipped")
+    __slots__ = ("files", "unchanged", "changed", "added", "retired", "chunks_written", "skipped", "redacted")
     FILES_FIELD_NUMBER: _ClassVar[int]
     UNCHANGED_FIELD_NUMBER: _ClassVar[int]
     CHANGED_FIELD_NUMBER: _ClassVar[int]
@@ -328,6 +332,7 @@ class IngestResponse(_message.Message):
     RETIRED_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_WRITTEN_FIELD_NUMBER: _ClassVar[int]
     SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    REDACTED_FIELD_NUMBER: _ClassVar[int]
     files: int
     unchanged: int
     changed: int
@@ -335,7 +340,8 @@ class IngestResponse(_message.Message):
     retired: int
     chunks_written: int
     skipped: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, files: _Optional[int] = ..., unchanged: _Optional[int] = ..., changed: _Optional[int] = ..., added: _Optional[int] = ..., retired: _Optional[int] = ..., chunks_written: _Optional[int] = ..., skipped: _Optional[_Iterable[str]] = ...) -> None: ...
+    redacted: _common_pb2.Redacted
+    def __init__(self, files: _Optional[int] = ..., unchanged: _Optional[int] = ..., changed: _Optional[int] = ..., added: _Optional[int] = ..., retired: _Optional[int] = ..., chunks_written: _Optional[int] = ..., skipped: _Optional[_Iterable[str]] = ..., redacted: _Optional[_Union[_common_pb2.Redacted, _Mapping]] = ...) -> None: ...
 
 class TaskDecision(_message.Message):
     __slots__ = ("caller", "id", "decision")

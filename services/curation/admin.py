@@ -28,6 +28,7 @@ from hypermnesia.kinds import DECAY_CLASS_FOR_KIND, DEFAULT_IMPORTANCE, DEFAULT_
 from hypermnesia.migrator import migrate
 from hypermnesia.pin import VECTOR_TABLES, ensure_embedding_pin, read_pin
 from hypermnesia.pool import connect_pool
+from hypermnesia.secrets import Redaction, RedactMode, Redactor
 from hypermnesia.settings import CurationSettings
 from hypermnesia.times import iso_exact
 from hypermnesia.wording import count
@@ -264,13 +265,19 @@ class ImportReport:
     bad_lines: list[str] = field(default_factory=list)
     dry_run: bool = False
     scopes: set[str] = field(default_factory=set)  # of the memories imported
+    # The secrets masked in the lines read (HM_REDACT=mask).
+    redacted: Redaction = field(default_factory=Redaction)
 
     def summary(self) -> str:
         if self.dry_run:
             done = f"would import {self.imported}, would skip {self.skipped} existing"
         else:
             done = f"imported {self.imported}, skipped {self.skipped} existing"
-        return f"read {count(self.read, 'line')}: {done}, {len(self.bad_lines)} malformed"
+        masked = ""
+        if self.redacted.count:
+            kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.redacted.kinds.items()))
+            masked = f"; {count(self.redacted.count, 'secret')} masked ({kinds})"
+        return f"read {count(self.read, 'line')}: {done}, {len(self.bad_lines)} malformed{masked}"
 
 
 _REQUIRED = ("id", "scope", "content", "owner_id", "kind", "created_at")
@@ -312,10 +319,13 @@ async def import_dump(
     progress: Any = None,
     batch: int = 500,
     dry_run: bool = False,
+    redact: RedactMode = "mask",
 ) -> ImportReport:
     """Restore a dump: re-embed, keep ids and timestamps, skip ids that exist (idempotent). A dry
-    run checks every line and counts what would be imported, and writes nothing."""
+    run checks every line and counts what would be imported, and writes nothing. Secrets are
+    handled as HM_REDACT says (`redact`): masked, or the line refused like a malformed one."""
     report = ImportReport(dry_run=dry_run)
+    scan = Redactor(redact)
     pending: list[dict[str, Any]] = []
 
     async def flush() -> None:
@@ -372,6 +382,7 @@ async def import_dump(
         report.read += 1
         try:
             fields = parse_line(number, line)
+            _redact_fields(fields, scan, f"line {number}: ")
         except InvalidArgument as exc:
             report.bad_lines.append(exc.message)
             continue
@@ -383,7 +394,18 @@ async def import_dump(
         if len(pending) >= batch:
             await flush()
     await flush()
+    report.redacted = scan.report
     return report
+
+
+def _redact_fields(fields: dict[str, Any], scan: Redactor, where: str) -> None:
+    """HM_REDACT applied, in place, to a dump line's free texts."""
+    for name in ("content", "description", "type"):
+        if fields.get(name):
+            fields[name] = scan.text(fields[name], where + name)
+    fields["tags"] = scan.texts(list(fields.get("tags") or []), where + "tags")
+    if fields.get("metadata"):
+        fields["metadata"] = scan.value(fields["metadata"], where + "metadata")
 
 
 # ---- reindex --------------------------------------------------------------------------------

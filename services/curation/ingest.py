@@ -22,10 +22,12 @@ import asyncpg
 
 from hypermnesia import validation
 from hypermnesia.errors import InvalidArgument
+from hypermnesia.secrets import Redaction, RedactMode, Redactor
 from hypermnesia.v1 import curation_pb2
 from hypermnesia.wording import count
 from services.curation import chunker, documents_repo, entities, payloads, rawlog, repo
 from services.curation.embedding import EmbedFn, embedding_text
+from services.curation.messages import redacted_message
 from services.curation.writer import new_memory
 
 log = logging.getLogger(__name__)
@@ -43,9 +45,12 @@ class IngestReport:
     retired: int = 0
     chunks_written: int = 0
     skipped: list[str] = field(default_factory=list)
+    # The secrets masked in the documents (HM_REDACT=mask).
+    redacted: Redaction = field(default_factory=Redaction)
 
     def to_message(self) -> curation_pb2.IngestResponse:
         return curation_pb2.IngestResponse(
+            redacted=redacted_message(self.redacted),
             files=self.files,
             unchanged=self.unchanged,
             changed=self.changed,
@@ -56,9 +61,11 @@ class IngestReport:
         )
 
     def summary(self) -> str:
+        masked = f"; {count(self.redacted.count, 'secret')} masked" if self.redacted.count else ""
         return (
             f"{count(self.files, 'file')}: {self.added} new, {self.changed} changed, {self.unchanged} unchanged, "
             f"{self.retired} retired, {len(self.skipped)} skipped; {count(self.chunks_written, 'chunk')} written"
+            + masked
         )
 
 
@@ -153,10 +160,17 @@ def _text(data: bytes) -> str | None:
 
 
 class Ingester:
-    def __init__(self, pool: asyncpg.Pool, embed: EmbedFn, count_tokens: chunker.CountFn) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        embed: EmbedFn,
+        count_tokens: chunker.CountFn,
+        redact: RedactMode = "mask",
+    ) -> None:
         self.pool = pool
         self.embed = embed
         self.count_tokens = count_tokens
+        self.redact = redact
 
     async def ingest_files(
         self,
@@ -172,14 +186,26 @@ class Ingester:
         report = IngestReport(files=len(files))
         async with self.pool.acquire() as conn:
             known = await documents_repo.known_files(conn, scope, repo_name)
-        present = set()
+        # Every file is read and checked for secrets before any is written, so a refusal
+        # (HM_REDACT=refuse) leaves the whole tree unwritten. The content hash is the file's own,
+        # so an unchanged file is still recognised as one.
+        scan = Redactor(self.redact)
+        plan: list[tuple[str, str | None, str]] = []
         for path, data in files:
-            present.add(path)
             text = _text(data)
+            digest = hashlib.sha256(data).hexdigest()
+            old = known.get(path)
+            unchanged = old is not None and old["content_hash"] == digest and old["retired_at"] is None
+            if text is not None and not unchanged:
+                text = scan.text(text, path)
+            plan.append((path, text, digest))
+        report.redacted = scan.report
+        present = set()
+        for path, text, digest in plan:
+            present.add(path)
             if text is None:
                 report.skipped.append(f"{path}: binary file (not UTF-8 text)")
             else:
-                digest = hashlib.sha256(data).hexdigest()
                 old = known.get(path)
                 if old is not None and old["content_hash"] == digest and old["retired_at"] is None:
                     report.unchanged += 1

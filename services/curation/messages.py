@@ -8,14 +8,25 @@ from typing import Any
 from google.protobuf.json_format import MessageToDict
 
 from hypermnesia.memory_rows import memory_from_row
+from hypermnesia.secrets import Redaction
 from hypermnesia.times import field_time, timestamp
-from hypermnesia.v1 import curation_pb2
+from hypermnesia.v1 import common_pb2, curation_pb2
 from services.curation.records import ImportResult, RecordSpec
+
+
+def redacted_message(report: Redaction) -> common_pb2.Redacted | None:
+    """A write's report of the secrets it masked; None when there were none (the field stays unset)."""
+    if not report.count:
+        return None
+    return common_pb2.Redacted(count=report.count, kinds=dict(report.kinds))
 
 
 def import_response(result: ImportResult) -> curation_pb2.ImportRecordsResponse:
     return curation_pb2.ImportRecordsResponse(
-        imported=result.imported, skipped=result.skipped, ids=result.ids
+        imported=result.imported,
+        skipped=result.skipped,
+        ids=result.ids,
+        redacted=redacted_message(result.redacted),
     )
 
 

@@ -21,6 +21,7 @@ import asyncpg
 from hypermnesia import validation
 from hypermnesia.errors import FailedPrecondition, InvalidArgument, NotFound
 from hypermnesia.scopes import require
+from hypermnesia.secrets import Redaction, RedactMode, Redactor
 from services.curation import entities, payloads, rawlog, records_repo, repo, tasks
 from services.curation.embedding import BatchEmbedder, embedding_text
 from services.curation.writer import new_memory
@@ -58,6 +59,17 @@ class ImportResult:
     imported: int
     skipped: int
     ids: list[str]
+    # The secrets masked in the records (HM_REDACT=mask).
+    redacted: Redaction = field(default_factory=Redaction)
+
+
+def redact_record(spec: RecordSpec, scan: Redactor, where: str = "") -> None:
+    """HM_REDACT applied, in place, to every free text of a record (its ids and refs are keys,
+    not text: they are left as given)."""
+    spec.content = scan.text(spec.content, where + "content")
+    spec.description = scan.text(spec.description, where + "description")
+    spec.tags = scan.texts(spec.tags, where + "tags")
+    spec.metadata = scan.value(spec.metadata, where + "metadata")
 
 
 def _short(value: str | None, name: str, where: str) -> str | None:
@@ -122,11 +134,17 @@ def check_record(spec: RecordSpec, grants: Iterable[str], where: str = "") -> Re
 
 class RecordImporter:
     def __init__(
-        self, pool: asyncpg.Pool, embeddings: BatchEmbedder, *, task_extraction: bool = True
+        self,
+        pool: asyncpg.Pool,
+        embeddings: BatchEmbedder,
+        *,
+        task_extraction: bool = True,
+        redact: RedactMode = "mask",
     ) -> None:
         self.pool = pool
         self.embeddings = embeddings
         self.task_extraction = task_extraction
+        self.redact = redact
 
     async def import_records(
         self, principal: str, grants: tuple[str, ...], specs: Sequence[RecordSpec], operation: str = "import"
@@ -139,6 +157,11 @@ class RecordImporter:
             )
         for i, spec in enumerate(specs):
             check_record(spec, grants, f"records[{i}]: " if len(specs) > 1 else "")
+        # Every record before any is written: a refusal leaves the whole batch unwritten, and
+        # only masked text reaches task extraction, embeddings, entities and the raw log.
+        scan = Redactor(self.redact)
+        for i, spec in enumerate(specs):
+            redact_record(spec, scan, f"records[{i}]." if len(specs) > 1 else "")
         # First occurrence of each (scope, source_ref) in this batch; later ones are duplicates.
         first: dict[tuple[str, str], int] = {}
         for i, spec in enumerate(specs):
@@ -172,7 +195,7 @@ class RecordImporter:
                     ids[i] = ids[first[(spec.scope, spec.source_ref)]]
         final = [i for i in ids if i is not None]
         assert len(final) == len(specs)
-        return ImportResult(imported=written, skipped=len(specs) - written, ids=final)
+        return ImportResult(imported=written, skipped=len(specs) - written, ids=final, redacted=scan.report)
 
     async def _write(
         self,

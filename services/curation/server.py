@@ -51,10 +51,13 @@ async def running(settings: CurationSettings) -> AsyncIterator[tuple[grpc.aio.Se
         embed_timeout_s=settings.embed_write_timeout_ms / 1000,
         dedupe_threshold=settings.dedupe_threshold,
         dedupe_content_threshold=settings.dedupe_content_threshold,
+        redact=settings.redact,
     )
     curation = Curation(
         writer=writer,
-        importer=RecordImporter(store.pool, writer.embeddings, task_extraction=settings.task_extraction),
+        importer=RecordImporter(
+            store.pool, writer.embeddings, task_extraction=settings.task_extraction, redact=settings.redact
+        ),
         forgetter=Forgetter(
             store.pool,
             after_days=settings.forget_after_days,
@@ -163,7 +166,7 @@ def _attach_optional(curation: Curation, pool: Any, writer: MemoryWriter) -> Non
         return await writer.embedder.count_tokens(texts, writer.embed_timeout_s)
 
     curation.rebuilder = Rebuilder(pool, writer.embeddings.many)
-    curation.ingester = Ingester(pool, writer.embeddings.many, count_tokens)
+    curation.ingester = Ingester(pool, writer.embeddings.many, count_tokens, writer.redact)
 
 
 async def serve(settings: CurationSettings) -> None:

@@ -18,7 +18,7 @@ from hypermnesia.wal import report_commit
 from services.curation import fusion_refits, records_repo, repo, tasks
 from services.curation.ingest import Ingester
 from services.curation.lifecycle import ForgetInput, Forgetter
-from services.curation.messages import import_response, record_spec, record_view
+from services.curation.messages import import_response, record_spec, record_view, redacted_message
 from services.curation.rebuild import Rebuilder
 from services.curation.records import RecordImporter
 from services.curation.writer import MemoryWriter, SaveInput, UpdateInput
@@ -83,7 +83,11 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
                 unset=_unset_fields(request),
             )
         )
-        response = curation_pb2.SaveResponse(created=result.created, memory=memory_from_row(result.memory))
+        response = curation_pb2.SaveResponse(
+            created=result.created,
+            memory=memory_from_row(result.memory),
+            redacted=redacted_message(result.redacted),
+        )
         if result.replaced is not None:
             response.replaced.CopyFrom(memory_from_row(result.replaced))
         response.similar.extend(
@@ -217,11 +221,14 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
             changes["tags"] = list(request.tags)
         if request.set_metadata:
             changes["metadata"] = MessageToDict(request.metadata)
-        row = await self.writer.update(
+        row, redacted = await self.writer.update(
             UpdateInput(request.caller.principal, _grants(request.caller), request.id, changes)
         )
         await self._committed(context)
-        return memory_from_row(row)
+        memory = memory_from_row(row)
+        if (report := redacted_message(redacted)) is not None:
+            memory.redacted.CopyFrom(report)
+        return memory
 
     async def Delete(
         self, request: curation_pb2.MemoryRequest, context: grpc.aio.ServicerContext

@@ -25,6 +25,7 @@ from hypermnesia.kinds import (
 )
 from hypermnesia.memory_rows import is_live
 from hypermnesia.scopes import permits, require
+from hypermnesia.secrets import Redaction, RedactMode, Redactor
 from services.curation import entities, memory_fields, payloads, rawlog, repo
 from services.curation.dedupe import DedupeGate, Similar, Verdict
 from services.curation.embedding import BatchEmbedder, embedding_text
@@ -61,6 +62,8 @@ class SaveResult:
     replaced: asyncpg.Record | None
     # Live near-duplicates that state a different fact (not replaced; the caller may supersede).
     similar: tuple[Similar, ...] = ()
+    # The secrets masked in what was saved (HM_REDACT=mask).
+    redacted: Redaction = field(default_factory=Redaction)
 
 
 @dataclass(frozen=True)
@@ -125,8 +128,10 @@ class MemoryWriter:
         embed_timeout_s: float,
         dedupe_threshold: float,
         dedupe_content_threshold: float,
+        redact: RedactMode = "mask",
     ) -> None:
         self.pool = pool
+        self.redact = redact
         self.embedder = embedder
         self.embeddings = BatchEmbedder(embedder, embed_timeout_s)
         self.embed_timeout_s = embed_timeout_s
@@ -169,6 +174,11 @@ class MemoryWriter:
         replaced = await self._superseded(item) if item.supersedes else None
         if replaced is not None:
             item = _inherited(item, replaced)
+        # Before anything is written: a refused secret leaves nothing behind, a masked one is all
+        # that is ever embedded, compared, logged or stored (a correction's inherited fields too:
+        # the memory it replaces may have been written with HM_REDACT=off).
+        scan = Redactor(self.redact)
+        item = _redacted(item, scan)
         item = self.validate(item)
         kind = item.kind or DEFAULT_KIND
         target = validation.parse_id(item.supersedes) if item.supersedes else None
@@ -211,7 +221,9 @@ class MemoryWriter:
                     await entities.link(conn, old["id"], item.scope, item.description, item.content, now)
                     row = await repo.fetch_memory(conn, old["id"])
                     assert row is not None
-                    return SaveResult(created=False, memory=row, replaced=old, similar=verdict.similar)
+                    return SaveResult(
+                        created=False, memory=row, replaced=old, similar=verdict.similar, redacted=scan.report
+                    )
             fields = new_memory(
                 memory_id=uuid.uuid4(),
                 scope=item.scope,
@@ -241,7 +253,9 @@ class MemoryWriter:
             await entities.link(conn, fields["id"], item.scope, item.description, item.content, now)
             row = await repo.fetch_memory(conn, fields["id"])
             assert row is not None
-            return SaveResult(created=True, memory=row, replaced=None, similar=verdict.similar)
+            return SaveResult(
+                created=True, memory=row, replaced=None, similar=verdict.similar, redacted=scan.report
+            )
 
     async def _close_for_supersede(
         self,
@@ -274,10 +288,14 @@ class MemoryWriter:
             raise InvalidArgument(f"superseding {target} with {successor} would make a cycle in its chain")
         await repo.close_memory(conn, target, successor, at)
 
-    async def update(self, item: UpdateInput) -> asyncpg.Record:
-        """Change only the given fields, keep the id; re-embed when the text changes."""
+    async def update(self, item: UpdateInput) -> tuple[asyncpg.Record, Redaction]:
+        """Change only the given fields, keep the id; re-embed when the text changes. Returns the
+        memory and the secrets masked in the changes."""
         memory_id = validation.parse_id(item.id)
-        changes = _validated_changes(item.changes)
+        scan = Redactor(self.redact)
+        changes = _validated_changes(
+            {name: _redacted_field(scan, name, value) for name, value in item.changes.items()}
+        )
         if not changes:
             raise InvalidArgument(
                 "nothing to update; give at least one of content, description, type, tags, metadata, "
@@ -328,7 +346,7 @@ class MemoryWriter:
                 )
             row = await repo.fetch_memory(conn, memory_id)
         assert row is not None
-        return row
+        return row, scan.report
 
     async def delete(self, principal: str, grants: tuple[str, ...], memory_id_text: str) -> asyncpg.Record:
         """Remove a memory from every read; its history stays in the raw log (a tombstone record)."""
@@ -347,6 +365,30 @@ class MemoryWriter:
                 payload=payloads.event("delete", memory_id, now),
             )
         return locked
+
+
+# The free-text fields of a save or an update: what secrets are looked for in.
+_TEXT_FIELDS = ("content", "description", "type")
+
+
+def _redacted_field(scan: Redactor, name: str, value: Any) -> Any:
+    if value is None:
+        return value
+    if name in _TEXT_FIELDS:
+        return scan.text(value, name)
+    if name == "tags":
+        return scan.texts(list(value), "tags")
+    if name == "metadata":
+        return scan.value(value, "metadata")
+    return value
+
+
+def _redacted(item: SaveInput, scan: Redactor) -> SaveInput:
+    """The save with HM_REDACT applied to every text it carries."""
+    changed = {
+        name: _redacted_field(scan, name, getattr(item, name)) for name in (*_TEXT_FIELDS, "tags", "metadata")
+    }
+    return replace(item, **changed) if scan.report.count else item
 
 
 # What a correction takes from the memory it replaces, given or not: where it belongs (its

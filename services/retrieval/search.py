@@ -16,7 +16,7 @@ from typing import cast
 import asyncpg
 import numpy as np
 
-from hypermnesia import recall_depth, validation
+from hypermnesia import recall_depth, secrets, validation
 from hypermnesia.embedder_client import DOCUMENT, QUERY, EmbedderClient
 from hypermnesia.errors import FailedPrecondition, InvalidArgument, Unavailable
 from hypermnesia.fusions import FUSIONS
@@ -426,7 +426,9 @@ class Searcher:
             "at": datetime.now(UTC),
             "principal": q.principal,
             "scopes": q.filters.scopes,
-            "query": q.query,
+            # A secret typed into a search is masked here like one written (HM_REDACT; `refuse`
+            # masks too: the search itself stores nothing).
+            "query": q.query if self.settings.redact == "off" else secrets.masked(q.query),
             "k": q.k,
             "candidates": out.candidates,
             "hits": len(out.hits),

@@ -1,5 +1,5 @@
-"""The admin subcommands (registered by tooling.cli): verify, checkpoint, why, purge, export, import, reindex and
-rebuild of the store, and document ingestion. They work on the database directly (curation's
+"""The admin subcommands (registered by tooling.cli): verify, checkpoint, why, purge, redact, export, import,
+reindex and rebuild of the store, and document ingestion. They work on the database directly (curation's
 maintenance functions in services/curation/admin.py) with the model run in this process."""
 
 from __future__ import annotations
@@ -239,6 +239,7 @@ def cmd_import(args: argparse.Namespace) -> None:
                             principal,
                             bar,
                             dry_run=args.dry_run,
+                            redact=curation.redact,
                         )
                     if report.imported and not args.dry_run:  # one of adaptive fusion's refit moments
                         await fusion_refits.after_import(pool, report.scopes)
@@ -345,7 +346,7 @@ def cmd_ingest(args: argparse.Namespace) -> None:
             async with admin.open_pool(curation) as pool:
                 await admin.require_pin(pool, encoder)
                 files, skipped = walk_markdown(root)
-                ingester = Ingester(pool, encoder.embed, encoder.count_tokens)
+                ingester = Ingester(pool, encoder.embed, encoder.count_tokens, curation.redact)
                 with _bar(len(files), "file", "ingest") as bar:
                     report = await ingester.ingest_files(
                         admin.admin_principal(),
@@ -363,6 +364,30 @@ def cmd_ingest(args: argparse.Namespace) -> None:
     for line in report.skipped:
         print(f"ingest: skipped {line}", file=sys.stderr)
     print(f"ingest: {report.summary()}")
+
+
+def cmd_redact(args: argparse.Namespace) -> None:
+    from services.curation import admin, redaction
+    from tooling.encoder import LocalEncoder
+
+    curation, embedder = _settings()
+
+    async def go() -> Any:
+        if not args.apply:
+            async with admin.open_pool(curation) as pool:
+                return await redaction.scan(pool, args.scope)
+        encoder = LocalEncoder(embedder)
+        try:
+            async with admin.open_pool(curation) as pool:
+                await admin.require_pin(pool, encoder)
+                return await redaction.apply(pool, encoder.embed, admin.admin_principal(), args.scope)
+        finally:
+            await encoder.close()
+
+    report = run_async(go)
+    for line in report.lines():
+        print(line)
+    print(f"redact{' --apply' if args.apply else ' --scan'}: {report.summary()}")
 
 
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
@@ -398,6 +423,16 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     p = sub.add_parser("purge", help="GDPR erasure of a memory's text (audited; the chain still verifies)")
     p.add_argument("id", help="the memory id")
     p.set_defaults(func=cmd_purge)
+    p = sub.add_parser(
+        "redact",
+        help="find secrets already stored (ids, kinds and counts, never the text); --apply masks them "
+        "and erases the raw-log texts holding them (the chain still verifies)",
+    )
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--scan", action="store_true", help="report only (the default)")
+    mode.add_argument("--apply", action="store_true", help="mask what --scan reports")
+    p.add_argument("--scope", action="append", help="only this scope (repeatable)")
+    p.set_defaults(func=cmd_redact)
     p = sub.add_parser("export", help="write every memory (archived too, no vectors) as JSONL")
     p.add_argument("--out", default="-", help="file to write, or - for stdout (default)")
     p.add_argument("--scope", action="append", help="only this scope (repeatable)")
