@@ -85,7 +85,7 @@ def create_app(
     )
     auth = Authenticator.from_settings(settings, backends.resolve_token)
     limiter = RateLimiter.from_settings(settings)
-    deliveries = DeliveryLog(backends, enabled=settings.delivery_log, redact=settings.redact)
+    deliveries = DeliveryLog(backends, enabled=settings.delivery_log)
     mcp = build_mcp(backends, auth, settings, limiter=limiter, operations=operations, deliveries=deliveries)
     mcp_app = mcp.streamable_http_app(streamable_http_path=MCP_PATH, host=settings.host)
 

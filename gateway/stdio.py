@@ -44,7 +44,7 @@ async def serve_stdio(settings: GatewaySettings, *, token: str, project: str) ->
                 f"{settings.retrieval_address}, curation at {settings.curation_address}, from HM_*_PORT or the "
                 "`hypermnesia up` running on HM_DATA_DIR)"
             ) from exc
-        deliveries = DeliveryLog(backends, enabled=settings.delivery_log, redact=settings.redact)
+        deliveries = DeliveryLog(backends, enabled=settings.delivery_log)
         mcp = build_mcp(backends, auth, settings, stdio_headers=headers, deliveries=deliveries)
         # stdout carries the protocol; everything said to a person goes to stderr.
         log.info(

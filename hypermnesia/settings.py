@@ -66,8 +66,8 @@ class CommonSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="HM_", extra="ignore", frozen=True)
 
     # Secrets in what is written (hypermnesia/secrets.py): masked, refused or kept as given. Curation
-    # applies it to every write; retrieval to the queries search_log keeps; the gateway to the
-    # requests its delivery log keeps (masked under refuse too: a search stores nothing else).
+    # applies it to every write; retrieval to the queries search_log keeps (the delivery log masks
+    # the requests it keeps in every mode).
     redact: RedactMode = "mask"
 
     database_url: str | None = Field(
