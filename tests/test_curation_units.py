@@ -100,10 +100,12 @@ def test_replay_applies_every_operation() -> None:
     at = datetime(2024, 1, 1, tzinfo=UTC)
     a, b = uuid.uuid4(), uuid.uuid4()
     state: dict = {}
-    first = new_memory(memory_id=a, scope="s", owner="o", kind="semantic", content="v1", at=at)
+    first = new_memory(memory_id=a, scope="s", owner="o", kind="semantic", type="fact", content="v1", at=at)
     payloads.apply(state, payloads.create(first))
     payloads.apply(state, payloads.update(a, {"importance": 3.0, "updated_at": at}))
-    second = new_memory(memory_id=b, scope="s", owner="o", kind="semantic", content="v2", at=at, supersedes=a)
+    second = new_memory(
+        memory_id=b, scope="s", owner="o", kind="semantic", type="fact", content="v2", at=at, supersedes=a
+    )
     payloads.apply(state, payloads.create(second, closes=a))
     assert state[a]["superseded_by"] == b and state[a]["valid_to"] == at and state[a]["importance"] == 3.0
     payloads.apply(state, payloads.event("archive", b, at))
