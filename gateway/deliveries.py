@@ -37,7 +37,7 @@ from pydantic import BaseModel
 from gateway.auth import Session
 from gateway.backends import Backends
 from gateway.fields import IsoTime, Request, field
-from gateway.shaping import caller, deliveries_json
+from gateway.shaping import caller, deliveries_json, to_proto
 from hypermnesia import scopes, secrets
 from hypermnesia.errors import HypermnesiaError
 from hypermnesia.times import timestamp
@@ -235,14 +235,8 @@ async def list_deliveries(backends: Backends, session: Session, request: ListDel
     deleted, purged: a purged memory by its id and hash only), and its place in the log's hash
     chain. Your own deliveries (a token granted every scope, `*`, reads everyone's), and only
     those whose every scope you may read."""
-    message = deliveries_pb2.ListDeliveriesRequest(
-        caller=caller(session),
-        session=request.session,
-        principal=request.principal,
-        limit=request.limit,
-    )
-    if request.since is not None:
-        message.since.CopyFrom(timestamp(request.since))
+    # to_proto refuses a number the message cannot carry (the service refuses one over its limit).
+    message = to_proto(deliveries_pb2.ListDeliveriesRequest(), request, caller=caller(session))
     return deliveries_json(await backends.call(backends.deliveries.ListDeliveries, message))
 
 

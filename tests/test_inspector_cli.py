@@ -119,6 +119,8 @@ async def every_tool(call: Call) -> dict[str, Any]:
     assert evidence["memory"]["id"] == memory_id, evidence
     why = inspector.result_json(await run("memory_provenance", memory_id=memory_id))
     assert why["id"] == memory_id and why["records"], why
+    given = inspector.result_json(await run("memory_deliveries"))
+    assert isinstance(given["deliveries"], list), given
 
     missing = sorted(set(tools) - set(results))
     assert not missing, f"tools the Inspector test does not call yet: {missing}; add a call above"
