@@ -111,7 +111,7 @@ async def purge(pool: asyncpg.Pool, memory_id_text: str, principal: str) -> int:
         removed = await maintenance_repo.record_payloads(conn, record_ids)
         await maintenance_repo.delete_record_texts(conn, record_ids)
         # Vectors are derived from the text and could leak it: erase every version's vector too.
-        texts = _embedded_texts([json.loads(payload) for payload in removed])
+        texts = payloads.embedded_texts([json.loads(payload) for payload in removed])
         if row is not None:
             texts.append(embedding_text(row["description"], row["content"]))
         vector_hashes = sorted(
@@ -216,7 +216,7 @@ async def forgotten(pool: asyncpg.Pool, memory_id_text: str) -> ForgottenReport:
                 "SELECT scope FROM records WHERE target_id = $1 OR id = $1 LIMIT 1", memory_id
             )
         )
-        texts = _embedded_texts(
+        texts = payloads.embedded_texts(
             [json.loads(p) for p in await maintenance_repo.record_payloads(conn, record_ids)]
         )
         if row is not None:
@@ -228,18 +228,6 @@ async def forgotten(pool: asyncpg.Pool, memory_id_text: str) -> ForgottenReport:
     if state == "deleted":
         kept = {k: places.pop(k) for k in KEPT_BY_DELETE}
     return ForgottenReport(str(memory_id), state, places, kept)
-
-
-def _embedded_texts(payload_list: list[dict[str, Any]]) -> list[str]:
-    """The embedding texts that creates and updates in these payloads produced."""
-    texts = []
-    current: dict[str, str] = {}
-    for data in payload_list:
-        fields = data.get("memory") or data.get("set") or {}
-        current.update({k: fields[k] for k in ("description", "content") if fields.get(k) is not None})
-        if "description" in current or "content" in current:
-            texts.append(embedding_text(current.get("description", ""), current.get("content", "")))
-    return texts
 
 
 # ---- export / import ------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from typing import Any
 import asyncpg
 
 from hypermnesia.times import iso_exact
-from services.curation import deliveries_repo
+from services.curation import deliveries_repo, repo
 from services.curation.rawlog import canonical_json
 
 log = logging.getLogger(__name__)
@@ -195,10 +195,6 @@ def _uuid(text: str) -> uuid.UUID | None:
         return None
 
 
-def _text_sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def _now_state(item_id: str, score: float | None, memory: Any, ending: Any) -> Delivered:
     if memory is not None:
         if memory["superseded_by"] is not None:
@@ -213,7 +209,7 @@ def _now_state(item_id: str, score: float | None, memory: Any, ending: Any) -> D
             item_id,
             score,
             state,
-            hash=_text_sha256(memory["content"]),
+            hash=repo.text_sha256(memory["content"]),
             scope=memory["scope"],
             description=memory["description"],
             content=memory["content"],

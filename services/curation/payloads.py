@@ -26,6 +26,7 @@ from typing import Any
 
 from hypermnesia.times import iso_exact, parse_iso
 from services.curation import memory_fields
+from services.curation.embedding import embedding_text
 
 PAYLOAD_VERSION = 1
 
@@ -115,3 +116,15 @@ def apply(state: dict[uuid.UUID, dict[str, Any]], payload: Mapping[str, Any]) ->
     elif op == "retire":
         current["archived_at"] = parse_iso(payload["at"])
         current["valid_to"] = parse_iso(payload["at"])
+
+
+def embedded_texts(payload_list: list[dict[str, Any]]) -> list[str]:
+    """The embedding texts that creates and updates in these payloads produced."""
+    texts = []
+    current: dict[str, str] = {}
+    for data in payload_list:
+        fields = data.get("memory") or data.get("set") or {}
+        current.update({k: fields[k] for k in ("description", "content") if fields.get(k) is not None})
+        if "description" in current or "content" in current:
+            texts.append(embedding_text(current.get("description", ""), current.get("content", "")))
+    return texts

@@ -199,7 +199,7 @@ async def _apply_one(pool: asyncpg.Pool, embed: EmbedFn, principal: str, found: 
         erased = await maintenance_repo.record_payloads(conn, found.records)
         await maintenance_repo.delete_record_texts(conn, found.records)
         # Vectors are derived from the text and could leak it: the kept ones of erased texts go too.
-        texts = _embedded_texts([json.loads(p) for p in erased])
+        texts = payloads.embedded_texts([json.loads(p) for p in erased])
         if row is not None and vector is not None:
             texts.append(embedding_text(row["description"], row["content"]))
         vector_hashes = sorted({repo.text_sha256(t) for t in texts})
@@ -263,17 +263,6 @@ async def _reclose(conn: asyncpg.Connection, memory: asyncpg.Record) -> uuid.UUI
     if predecessor is not None and predecessor["superseded_by"] == memory["id"]:
         return uuid.UUID(str(predecessor["id"]))
     return None
-
-
-def _embedded_texts(payload_list: list[dict[str, Any]]) -> list[str]:
-    texts = []
-    current: dict[str, str] = {}
-    for data in payload_list:
-        fields = data.get("memory") or data.get("set") or {}
-        current.update({k: fields[k] for k in ("description", "content") if fields.get(k) is not None})
-        if "description" in current or "content" in current:
-            texts.append(embedding_text(current.get("description", ""), current.get("content", "")))
-    return texts
 
 
 async def _leftovers(conn: asyncpg.Connection, scope: str) -> None:
