@@ -241,7 +241,9 @@ async def list_deliveries(backends: Backends, session: Session, request: ListDel
 
 
 def items_of_search(out: dict[str, Any]) -> list[Item]:
-    return [(r["id"], r.get("score")) for r in out["results"]]
+    """The hits, or with group_by=thread the turns of each thread."""
+    hits = [t for r in out["results"] for t in (r["turns"] if "turns" in r else [r])]
+    return [(r["id"], r.get("score")) for r in hits]
 
 
 def _unique(ids: list[str]) -> list[Item]:

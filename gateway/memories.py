@@ -79,6 +79,7 @@ __all__ = [
 ]
 
 DEFAULT_K = 10
+GROUP_BY = ("thread",)
 _LOW, _HIGH = IMPORTANCE_RANGE
 # The values of the enum-like fields, stated as JSON Schema enums (the services refuse others).
 MODES = ("answer", "manager")
@@ -199,12 +200,20 @@ class SearchMemories(Request):
     rerank: bool = field("Re-score the top results with the cross-encoder, when one is configured.", False)
     include_stale: bool = field(_INCLUDE_STALE, False)
     depth: str = field(_DEPTH, "derived", enum=DEPTHS)
+    group_by: str | None = field(
+        "thread: the k best conversation threads instead of k memories, each with its best turns "
+        "(`turns`, at most 3) under the thread's `thread_id`, `scope` and best `score`; a memory in no "
+        "thread is a group of its own.",
+        None,
+        enum=GROUP_BY,
+    )
 
 
 async def search(backends: Backends, session: Session, request: SearchMemories) -> dict[str, Any]:
     """Recall memories by meaning (hybrid semantic + keyword). Each result carries `similarity`
     (cosine 0-1), the blended `score` and the signals in it (`entity_overlap`, `active_task`,
-    `topic_match`), and `degraded` when part of the search was unavailable. Searches this project
+    `topic_match`; `time_match` when a date the query names, e.g. "last Tuesday", holds the
+    memory's event time), and `degraded` when part of the search was unavailable. Searches this project
     plus shared scopes by default. `topic` prefers memories filed under that topic; with
     `topic_only` it returns only those. `depth` says how far to follow the evidence of derived
     conclusions (evidence rows come after the results, each with `via.premise_of`); when a depth
@@ -214,7 +223,9 @@ async def search(backends: Backends, session: Session, request: SearchMemories) 
         retrieval_pb2.SearchRequest(), request, caller=caller(session), scopes=_scopes(session, request.scope)
     )
     response = await backends.call(backends.retrieval.Search, message)
-    return search_json(response, with_depth="depth" in request.model_fields_set)
+    return search_json(
+        response, with_depth="depth" in request.model_fields_set, by_thread=request.group_by == "thread"
+    )
 
 
 class MemoryRef(Request):

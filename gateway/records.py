@@ -79,6 +79,10 @@ class AppendRecord(Request):
     supersedes: str | None = field("The source_ref (same scope) or id of the record this one corrects.", None)
     repo: str | None = field("The repository it concerns.", None)
     kind: str | None = field("note only: the memory kind (default semantic).", None)
+    speaker: str | None = field(
+        f"conversation only: who said it, e.g. 'user', 'assistant' or a name ({_REF}); kept in metadata.",
+        None,
+    )
 
     @model_validator(mode="before")
     @classmethod

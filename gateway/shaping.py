@@ -182,11 +182,24 @@ def hit_json(h: retrieval_pb2.SearchHit, degraded: list[str]) -> dict[str, Any]:
         "active_task": h.active_task,
         "topic_match": h.topic_match,
     }
+    if h.HasField("length_weight"):
+        # A long assistant turn: its relevance was multiplied by this (HM_ASSISTANT_TURN_WORDS).
+        out["length_weight"] = round(h.length_weight, 6)
     if h.premise_of:
         # Evidence a recall depth appended after the hits: not a match itself, so no scores.
         for name in ("similarity", "score", "lexical_match", "entity_overlap", "active_task", "topic_match"):
             del out[name]
         out["via"] = {"premise_of": h.premise_of, "hops": h.hops}
+    if h.HasField("time_match"):
+        # Why a date the query names lifted this hit (services/retrieval/time_window.py).
+        t = h.time_match
+        out["time_match"] = {
+            "phrase": t.phrase,
+            "start": stamp_iso(t.start),
+            "end": stamp_iso(t.end),
+            "event": t.event_phrase or t.event_source,
+            "boost": round(t.boost, 6),
+        }
     if degraded:
         # Never silently half-answer: a hit read on its own still says what was missing.
         out["degraded"] = degraded
@@ -245,11 +258,16 @@ def record_list_json(out: curation_pb2.RecordList) -> dict[str, Any]:
 
 def appended_json(response: curation_pb2.ImportRecordsResponse) -> dict[str, Any]:
     """One appended record: its id, and whether it is new (not a source_ref seen before)."""
-    return with_redacted({"id": response.ids[0], "created": response.imported == 1}, response)
+    out: dict[str, Any] = {"id": response.ids[0], "created": response.imported == 1}
+    if response.left_out:
+        out["left_out"] = response.left_out  # an assistant turn, HM_STORE_ASSISTANT_TURNS=false
+    return with_redacted(out, response)
 
 
 def imported_json(response: curation_pb2.ImportRecordsResponse) -> dict[str, Any]:
     out = {"imported": response.imported, "skipped": response.skipped, "ids": list(response.ids)}
+    if response.left_out:
+        out["left_out"] = response.left_out  # assistant turns, HM_STORE_ASSISTANT_TURNS=false
     return with_redacted(out, response)
 
 
@@ -391,11 +409,33 @@ def consolidate_report_json(r: intelligence_pb2.ConsolidateReport) -> dict[str, 
     }
 
 
-def search_json(response: retrieval_pb2.SearchResponse, *, with_depth: bool) -> dict[str, Any]:
-    """A search's answer: the hits (evidence rows after them), `degraded`, and the depth used and
-    why when the request named one."""
+def thread_groups(hits: list[dict[str, Any]], groups: list[int]) -> list[dict[str, Any]]:
+    """group_by=thread: the hits as their threads, best first (the service numbered each hit's
+    thread), each with its best turns; evidence rows (group 0) follow as they are."""
+    threads: dict[int, dict[str, Any]] = {}
+    rest = []
+    for hit, group in zip(hits, groups, strict=True):
+        if not group:
+            rest.append(hit)
+            continue
+        thread = threads.setdefault(
+            group,
+            {"thread_id": hit.get("thread_id"), "scope": hit["scope"], "score": hit["score"], "turns": []},
+        )
+        thread["turns"].append(hit)
+    return [threads[g] for g in sorted(threads)] + rest
+
+
+def search_json(
+    response: retrieval_pb2.SearchResponse, *, with_depth: bool, by_thread: bool = False
+) -> dict[str, Any]:
+    """A search's answer: the hits (evidence rows after them), or with `by_thread` their threads
+    (thread_groups), `degraded`, and the depth used and why when the request named one."""
     degraded = list(response.degraded)
-    out: dict[str, Any] = {"results": [hit_json(h, degraded) for h in response.hits], "degraded": degraded}
+    results = [hit_json(h, degraded) for h in response.hits]
+    if by_thread:
+        results = thread_groups(results, [h.group for h in response.hits])
+    out: dict[str, Any] = {"results": results, "degraded": degraded}
     if with_depth:
         # The envelope existing clients read stays as it was for a search that names no depth.
         out.update(depth=response.depth, depth_reason=response.depth_reason)

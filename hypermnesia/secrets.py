@@ -20,7 +20,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from detect_secrets.plugins import (
     artifactory,
@@ -50,6 +50,7 @@ from detect_secrets.plugins import (
 )
 
 from hypermnesia.errors import Unprocessable
+from hypermnesia.settings import RedactMode
 
 __all__ = [
     "MODES",
@@ -62,7 +63,6 @@ __all__ = [
     "masked",
 ]
 
-RedactMode = Literal["mask", "refuse", "off"]
 MODES: tuple[RedactMode, ...] = ("mask", "refuse", "off")
 
 

@@ -24,7 +24,6 @@ from hypermnesia.addresses import (
     local_address,
 )
 from hypermnesia.fusions import Fusion
-from hypermnesia.secrets import RedactMode
 
 __all__ = [
     "DEFAULT_CURATION_PORT",
@@ -37,6 +36,7 @@ __all__ = [
     "EmbedderSettings",
     "GatewaySettings",
     "Port",
+    "RedactMode",
     "RetrievalSettings",
     "default_data_dir",
     "describe_settings_error",
@@ -60,6 +60,12 @@ def _postgres_url(value: str | None) -> str | None:
     return value
 
 
+# HM_REDACT's values; defined here rather than beside the scanner (hypermnesia/secrets.py) so that
+# reading settings does not load it: detect_secrets and the rules took ~19 MB of every process,
+# and the embedder, `up` and its database guard never scan a text.
+RedactMode = Literal["mask", "refuse", "off"]
+
+
 class CommonSettings(BaseSettings):
     """Settings every process reads."""
 
@@ -79,7 +85,8 @@ class CommonSettings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     startup_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 120.0
     db_pool_size: Annotated[int, Field(gt=0, le=200)] = 10
-    # The embedded Postgres's buffer cache; 0 = a quarter of the machine's memory, at most 4 GiB
+    # The embedded Postgres's buffer cache; 0 = the store's size on disk and half again (+128 MB),
+    # within a quarter of the machine's memory and 4 GiB
     # (hypermnesia/embedded_pg.py). Applies when that server starts; not to HM_DATABASE_URL's server.
     pg_shared_buffers_mb: Annotated[int, Field(ge=0, le=1_048_576)] = 0
 
@@ -108,7 +115,7 @@ class CommonSettings(BaseSettings):
     @classmethod
     def _shared_buffers(cls, value: int) -> int:
         if 0 < value < 16:
-            raise ValueError("must be 0 (a quarter of the machine's memory) or at least 16 (MB)")
+            raise ValueError("must be 0 (sized to the store) or at least 16 (MB)")
         return value
 
     @property
@@ -224,9 +231,23 @@ class RetrievalSettings(EmbedderClientSettings):
     score_weight_entity: Annotated[float, Field(ge=0, le=10)] = 0.05
     # Bonus for a memory filed under the search's `topic` (the topic term of the blend, 1.0 or 0.0).
     score_weight_topic: Annotated[float, Field(ge=0, le=10)] = 0.10
+    # Added to the score of a memory whose event time falls in a date the query names ("last
+    # Tuesday", "in May 2023"; services/retrieval/time_window.py); 0 turns it off. Chosen on LoCoMo
+    # conversations 1-5 (docs/EVAL.md, "Time in queries").
+    time_boost: Annotated[float, Field(ge=0, le=10)] = 0.2
     # Conversation context: how much a turn's best neighbour and its thread's best turn count.
     context_neighbour_weight: Annotated[float, Field(ge=0, le=10)] = 0.25
     context_thread_weight: Annotated[float, Field(ge=0, le=10)] = 0.2
+    # A turn's session as a whole: the mean cosine of its thread's best candidates (query time, no
+    # round trip), and the cosine of its thread's opening turn (one more column in the candidate
+    # query, only when weighted). Off by default: neither helped LoCoMo (docs/EVAL.md, "Turns in
+    # their session").
+    context_session_weight: Annotated[float, Field(ge=0, le=10)] = 0.0
+    context_opening_weight: Annotated[float, Field(ge=0, le=10)] = 0.0
+    # An assistant turn (a conversation memory whose speaker is "assistant") longer than this many
+    # words has its relevance multiplied by (words / this) ** -0.25, so a long answer that mentions
+    # everything does not outrank a user's one-line fact on every query; 0 = no weight.
+    assistant_turn_words: Annotated[int, Field(ge=0, le=1_000_000)] = 100
     bm25_k1: Annotated[float, Field(gt=0, le=10)] = 1.2
     bm25_b: Fraction = 0.4
     # Length normalisation for document chunks: BM25's customary 0.75, since chunks are long and
@@ -273,6 +294,9 @@ class CurationSettings(EmbedderClientSettings):
     forget_sweep_hours: Annotated[float, Field(ge=0, le=8760)] = 0.0
     # Candidate tasks extracted from conversation records ("TODO: ...", "I need to ...").
     task_extraction: bool = True
+    # Conversation records whose speaker is "assistant" (an agent's own answers) are stored and
+    # searchable; false leaves them out of an import (answered as skipped, with no id).
+    store_assistant_turns: bool = True
     # A scope with at least this many memories gets its own HNSW graph (hypermnesia/scope_graphs.py),
     # so a search of that scope alone need not walk every other scope's rows; 0 = never.
     scope_graph_rows: Annotated[int, Field(ge=0, le=1_000_000_000)] = 5_000

@@ -3,6 +3,7 @@ bound on what its selecting terms may match, and the dense leg's exact scan and 
 
 from __future__ import annotations
 
+import asyncio
 import math
 import uuid
 from datetime import UTC, datetime
@@ -233,6 +234,52 @@ async def test_a_large_scope_gets_its_own_graph_and_single_scope_searches_use_it
     assert await pool.fetchval(
         "SELECT indisvalid FROM pg_index WHERE indexrelid = $1::regclass", scope_graphs.name("a")
     )
+
+
+async def test_a_graph_being_built_is_neither_dropped_nor_searched(pool: asyncpg.Pool) -> None:
+    """A scope graph mid-build is invalid, like an interrupted one: `ensure` leaves it to its
+    builder (dropping it would wait for the build's lock for the whole build, then undo it), and
+    retrieval does not count it as the scope's graph until the build is done."""
+    for n in range(3):  # scope "a" becomes 6 of 10 rows
+        await pool.execute(
+            "INSERT INTO memories (id, scope, owner_id, kind, content, created_at, updated_at,"
+            " last_accessed_at, valid_from, embedding) VALUES ($1, 'b', 'test', 'semantic', $2, now(),"
+            " now(), now(), now(), $3)",
+            uuid.uuid4(),
+            f"filler {n}",
+            np.array([n, 1.0, 0.5], dtype=np.float32),
+        )
+    index = scope_graphs.name("a")
+    async with pool.acquire() as reader, pool.acquire() as builder:
+        # An open snapshot holds a concurrent build at its last wait, its index in place but invalid.
+        snapshot = reader.transaction(isolation="repeatable_read", readonly=True)
+        await snapshot.start()
+        await reader.fetchval("SELECT count(*) FROM memories")
+        build = asyncio.create_task(
+            builder.execute(
+                f'CREATE INDEX CONCURRENTLY "{index}" ON memories'
+                " USING hnsw (embedding vector_cosine_ops) WHERE scope = 'a'"
+            )
+        )
+        try:
+            while not await pool.fetchval(
+                "SELECT count(*) FROM pg_stat_progress_create_index WHERE index_relid = to_regclass($1)",
+                index,
+            ):
+                assert not build.done(), build
+                await asyncio.sleep(0.05)
+            async with pool.acquire() as conn:
+                _, _, own_graph = await repo.ScopeSizes(ttl_s=0).get(conn, ["a"])
+            assert not own_graph
+            assert await scope_graphs.ensure(pool, min_rows=5) == []
+            assert await pool.fetchval("SELECT to_regclass($1) IS NOT NULL", index)  # not dropped
+        finally:
+            await snapshot.rollback()
+            await build
+    assert await pool.fetchval("SELECT indisvalid FROM pg_index WHERE indexrelid = $1::regclass", index)
+    async with pool.acquire() as conn:
+        _, _, own_graph = await repo.ScopeSizes(ttl_s=0).get(conn, ["a"])
+    assert own_graph
 
 
 async def test_the_dense_leg_leaves_no_transaction_or_setting_behind(pool: asyncpg.Pool) -> None:

@@ -337,6 +337,7 @@ async def test_a_transcript_captured_twice_writes_each_turn_once_and_grows_by_it
         assert record["thread_id"] == session
         assert record["source_ref"].startswith(f"claude-code:{session}:")
     assert [r["memory"]["metadata"]["role"] for r in records] == ["user", "assistant"] * 3
+    assert [r["memory"]["metadata"]["speaker"] for r in records] == ["user", "assistant"] * 3
     # Each record keeps when it was said, not when it was captured.
     assert records[0]["created_at"][:10] == (datetime.now(UTC) - timedelta(days=14)).date().isoformat()
 

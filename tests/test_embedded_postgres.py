@@ -1,5 +1,5 @@
 """The embedded Postgres starts with hypermnesia's own settings (a buffer cache sized to the
-machine, or to HM_PG_SHARED_BUFFERS_MB), a bad value is refused before anything starts, and a
+store within the machine's memory, or to HM_PG_SHARED_BUFFERS_MB), a bad value is refused before anything starts, and a
 server whose holders were killed is adopted and stopped by the next."""
 
 from __future__ import annotations
@@ -31,11 +31,30 @@ async def shared_buffers_mb(url: str) -> int:
         await conn.close()
 
 
-def test_auto_size_is_a_quarter_of_memory_within_bounds() -> None:
+def test_auto_size_is_the_store_and_half_again_within_a_quarter_of_memory() -> None:
     physical_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
     memory_mb = embedded_pg.available_memory_mb()
     assert 0 < memory_mb <= physical_mb
-    assert embedded_pg.auto_shared_buffers_mb() == min(max(memory_mb // 4, 128), 4096)
+    big = 64 * 1024
+    assert embedded_pg.auto_shared_buffers_mb(big, store_mb=0) == 128  # Postgres's own default
+    assert embedded_pg.auto_shared_buffers_mb(big, store_mb=30) == 256  # 45 MB, in 128 MB steps, + 128
+    assert embedded_pg.auto_shared_buffers_mb(big, store_mb=1000) == 1664  # 1,500 MB -> 1,536 + 128
+    assert embedded_pg.auto_shared_buffers_mb(big, store_mb=10_000) == 4096  # at most 4 GiB
+    assert embedded_pg.auto_shared_buffers_mb(2048, store_mb=1000) == 512  # a quarter of memory
+    assert embedded_pg.auto_shared_buffers_mb(100, store_mb=1000) == 128  # never below the default
+    assert embedded_pg.max_shared_buffers_mb() == min(max(memory_mb // 4, 128), 4096)
+    assert embedded_pg.auto_shared_buffers_mb(store_mb=10**6) == embedded_pg.max_shared_buffers_mb()
+
+
+def test_the_store_size_is_what_its_databases_take_on_disk(tmp_path: Path) -> None:
+    pgdata = tmp_path / "pgdata"
+    (pgdata / "base" / "16384").mkdir(parents=True)
+    (pgdata / "base" / "16384" / "2619").write_bytes(b"x" * 3 * 2**20)
+    (pgdata / "base" / "5").mkdir()
+    (pgdata / "base" / "5" / "1259").write_bytes(b"x" * 2 * 2**20)
+    (pgdata / "pg_wal").mkdir()
+    (pgdata / "pg_wal" / "000000010000000000000001").write_bytes(b"x" * 16 * 2**20)  # not the store
+    assert embedded_pg.store_size_mb(pgdata) == 5
 
 
 def test_a_container_limit_below_the_machine_wins(tmp_path: Path) -> None:
@@ -43,9 +62,7 @@ def test_a_container_limit_below_the_machine_wins(tmp_path: Path) -> None:
     v2.write_text("max\n")  # cgroup v2 without a limit
     v1.write_text(f"{2 * 2**30}\n")  # a 2 GiB container
     assert embedded_pg.available_memory_mb((v2, v1)) == 2048
-    assert embedded_pg.auto_shared_buffers_mb(2048) == 512
-    assert embedded_pg.auto_shared_buffers_mb(100) == 128  # never below Postgres's own default
-    assert embedded_pg.auto_shared_buffers_mb(64 * 1024) == 4096
+    assert embedded_pg.auto_shared_buffers_mb(2048, store_mb=10_000) == 512
 
 
 async def test_embedded_server_uses_the_configured_buffer_cache(tmp_path: Path) -> None:
@@ -60,9 +77,26 @@ async def test_embedded_server_uses_the_configured_buffer_cache(tmp_path: Path) 
     assert "300MB" in (pgdata / embedded_pg.TUNING_FILE).read_text()
 
 
-async def test_unset_means_the_automatic_size(tmp_path: Path) -> None:
+async def test_unset_means_the_automatic_size_for_the_store_found_at_start(tmp_path: Path) -> None:
     server = embedded_pg.EmbeddedPostgres(tmp_path / "data")
-    assert await shared_buffers_mb(server.url) == embedded_pg.auto_shared_buffers_mb()
+    pgdata = tmp_path / "data" / "pg"
+    empty_mb = embedded_pg.store_size_mb(pgdata)  # the cluster's template databases
+    assert await shared_buffers_mb(server.url) == server.shared_buffers_mb == 256 > 1.5 * empty_mb
+    conn = await asyncpg.connect(server.url)
+    try:  # ~100 MB of rows that do not compress
+        await conn.execute(
+            "CREATE TABLE filler AS SELECT i, md5(i::text) || repeat(md5((i * 7)::text), 20) AS pad"
+            " FROM generate_series(1, 130000) AS i"
+        )
+    finally:
+        await conn.close()
+    server.close()
+    store_mb = embedded_pg.store_size_mb(pgdata)
+    assert store_mb > 90
+    again = embedded_pg.EmbeddedPostgres(tmp_path / "data")
+    expected = embedded_pg.auto_shared_buffers_mb(store_mb=store_mb)
+    assert expected > 128
+    assert await shared_buffers_mb(again.url) == again.shared_buffers_mb == expected
 
 
 @pytest.mark.parametrize("value", ["5", "-1", "lots"])

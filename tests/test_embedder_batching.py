@@ -22,6 +22,7 @@ from hypermnesia.settings import EmbedderSettings
 from hypermnesia.v1 import embedder_pb2, embedder_pb2_grpc
 from services.embedder.batching import pick_batch
 from services.embedder.engine import BatchLimits, EmbeddingEngine
+from services.embedder.model import count_without_specials, load_counter
 from services.embedder.onnx_provider import OnnxProvider
 from services.embedder.provider import Prepared
 from services.embedder.server import running
@@ -337,3 +338,20 @@ async def test_shutdown_answers_waiting_and_running_callers(onnx_provider: OnnxP
     for call in (running_call, waiting_call):
         with pytest.raises(Unavailable, match="shutting down"):
             await asyncio.wait_for(call, 10)
+
+
+def test_counts_are_the_untruncated_tokenizers_though_the_provider_keeps_only_the_truncating_one(
+    onnx_provider: OnnxProvider,
+) -> None:
+    """The provider counts with its truncating tokenizer (one tokenizer less in memory): what it
+    cuts off is counted from the overflowing pieces, the same as a tokenizer that never truncates."""
+    counter = load_counter(onnx_provider.files.tokenizer_path)
+    words = "the office plants need watering every Tuesday, réunion à 9h 😀 naïve café".split()
+    texts = [
+        "",
+        "a",
+        *(" ".join(words[i % len(words)] for i in range(n)) for n in (1, 200, 255, 256, 257, 3000)),
+    ]
+    counts = onnx_provider.count_tokens(texts)
+    assert counts == count_without_specials(counter, texts)
+    assert counts[-1] > 3 * 256  # cut into several pieces by the truncating tokenizer

@@ -3,6 +3,7 @@ runs are commands whose tables live in docs/EVAL.md and docs/PERFORMANCE.md)."""
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from tooling.bench import search as bench
 from tooling.evaluation import datasets
 from tooling.evaluation.abstain import OFF, evaluate_abstention, format_abstention
-from tooling.evaluation.run import evaluate, format_table
+from tooling.evaluation.run import evaluate, format_categories, format_table, score_ranked
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -51,6 +52,35 @@ async def test_locomo_eval_on_one_conversation(
     # Far above chance (10 of ~400 turns); the full-set figures are in docs/EVAL.md.
     assert weighted.metrics["R@10"] > 0.5, table
     assert 0 < weighted.metrics["MRR"] <= 1
+    # The session level beside the turn level, per category named as LoCoMo's authors name them,
+    # and the conversation's split (conversation 1 is dev).
+    assert "S-R@10" in table and "R@10 temporal" in table and "R@10 single-hop" in table
+    assert weighted.metrics["S-R@10"] >= weighted.metrics["R@10"]
+    assert set(weighted.splits) == {"dev"} and weighted.splits["dev"].questions == weighted.questions
+    assert "temporal (" in format_categories("locomo", results)
+
+
+def test_session_level_counts_a_hit_for_its_turns_session_in_rank_order() -> None:
+    """As the LongMemEval scripts score sessions: the ranked turns read as the distinct sessions
+    they belong to, first hit first; relevant = the sessions holding the evidence turns."""
+    corpus = datasets.Corpus(
+        name="c",
+        docs=[
+            datasets.Doc(ref=f"D{s}:{t}", content="", thread_id=f"session-{s}")
+            for s in (1, 2, 3)
+            for t in (1, 2)
+        ],
+        questions=[datasets.Question(text="q", relevant={"D3:2": 1, "D1:1": 1}, category=2)],
+    )
+    ids = ["D2:1", "D2:2", "D3:1", "D1:2"]  # memory ids named as their refs
+    result = score_ranked("locomo", [corpus], [[(ids, False)]], [{i: i for i in ids}], "f", 1.0)
+    # Turn level: neither evidence turn is ranked.
+    assert result.metrics["R@10"] == 0.0
+    # Session level: sessions 2, 3, 1 in that order; 3 and 1 are relevant (ranks 2 and 3).
+    assert result.metrics["S-R@5"] == 1.0
+    expected = (1 / math.log2(3) + 1 / math.log2(4)) / (1 + 1 / math.log2(3))
+    assert abs(result.metrics["S-nDCG@10"] - expected) < 1e-12
+    assert result.categories[2]["S-R@10"] == 1.0 and result.categories[2]["questions"] == 1
 
 
 async def test_abstention_eval_on_one_conversation(

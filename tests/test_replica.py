@@ -160,11 +160,11 @@ async def test_a_save_is_found_at_once_by_its_writer_through_a_lagging_replica(
         assert on_primary("behind") == behind + 1  # it waited HM_REPLICA_WAIT_MS, then the primary
         assert took >= WAIT_MS / 1000
 
-        # Another caller has written nothing: it reads the (lagging) replica without waiting.
+        # Another caller has written nothing: it reads the (lagging) replica without waiting. Replay
+        # is paused, so a wait could only have ended on the primary ("behind"); the counters show
+        # the replica served it and nothing fell back (a condition, not a time: load stretches both).
         served, behind = replica_reads(), on_primary("behind")
-        started = time.perf_counter()
         await search_ids(stack.http_bob, "staging database rotation")
-        assert time.perf_counter() - started < WAIT_MS / 1000
         assert replica_reads() == served + 1
         assert on_primary("behind") == behind
     finally:

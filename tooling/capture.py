@@ -15,6 +15,8 @@ of the session id:
 - each final answer of the assistant (the text of its last message in the turn), bounded to
   MAX_ANSWER_CHARS, followed by a short list of the tools it used with the first line of each
   result; tool output is otherwise left out.
+Each record names its `speaker` (user or assistant): the gateway stores both, and leaves the
+assistant's out under HM_STORE_ASSISTANT_TURNS=false.
 A record's `source_ref` is its transcript line's uuid, so the gateway writes a re-sent record
 once whatever the cursor says (a cursor lost, a capture cut off before its answer came back).
 Claude Code may write the transcript a little behind the hook: a turn not finished yet (its last
@@ -237,6 +239,7 @@ class _Reader:
             "content": _clean(content),
             "source_ref": ref,
             "thread_id": self.session,
+            "speaker": role,  # user | assistant: a gateway may leave the assistant's out
             "metadata": {"source": SOURCE, "role": role, "hook_event": event},
         }
         if _is_time(at):

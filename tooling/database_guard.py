@@ -22,7 +22,6 @@ import sys
 from pathlib import Path
 
 from hypermnesia.embedded_pg import EmbeddedPostgres
-from hypermnesia.errors import StartupError
 
 __all__ = ["hold", "start_guard"]
 
@@ -62,6 +61,10 @@ def start_guard(
     assert proc.stdout is not None
     ready, _, _ = select.select([proc.stdout], [], [], timeout_s)
     if not ready or proc.stdout.readline() != _READY:
+        # Imported here, in `up`: the guard itself, which imports this module for hold(), has
+        # no use for grpc (~9 MB resident), which the error classes bring.
+        from hypermnesia.errors import StartupError
+
         proc.kill()
         proc.wait()
         raise StartupError(

@@ -75,9 +75,10 @@ async def drop_database(database_url: str) -> None:
 async def scratch_database(database_url: str | None, work: Path, prefix: str) -> AsyncIterator[str]:
     """A new database on database_url's server (an embedded one under `work` when None), dropped
     on the way out; returns its URL."""
-    from hypermnesia.embedded_pg import resolve_database_url
+    from hypermnesia.embedded_pg import max_shared_buffers_mb, resolve_database_url
 
-    server_url, embedded = resolve_database_url(database_url, work)
+    # The store is built after the server starts, so its size cannot pick the cache: the most.
+    server_url, embedded = resolve_database_url(database_url, work, max_shared_buffers_mb())
     db_url = await create_database(server_url, prefix=prefix)
     try:
         yield db_url

@@ -58,7 +58,7 @@ class SaveResponse(_message.Message):
     def __init__(self, created: _Optional[bool] = ..., memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., replaced: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., similar: _Optional[_Iterable[_Union[SimilarMemory, _Mapping]]] = ..., redacted: _Optional[_Union[_common_pb2.Redacted, _Mapping]] = ...) -> None: ...
 
 class RecordInput(_message.Message):
-    __slots__ = ("type", "scope", "content", "source_ref", "thread_id", "created_at", "metadata", "prev_source_ref", "topic_id", "description", "tags", "importance", "state_kind", "state_key", "supersedes", "repo", "kind")
+    __slots__ = ("type", "scope", "content", "source_ref", "thread_id", "created_at", "metadata", "prev_source_ref", "topic_id", "description", "tags", "importance", "state_kind", "state_key", "supersedes", "repo", "kind", "speaker")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
@@ -76,6 +76,7 @@ class RecordInput(_message.Message):
     SUPERSEDES_FIELD_NUMBER: _ClassVar[int]
     REPO_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
+    SPEAKER_FIELD_NUMBER: _ClassVar[int]
     type: str
     scope: str
     content: str
@@ -93,7 +94,8 @@ class RecordInput(_message.Message):
     supersedes: str
     repo: str
     kind: str
-    def __init__(self, type: _Optional[str] = ..., scope: _Optional[str] = ..., content: _Optional[str] = ..., source_ref: _Optional[str] = ..., thread_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., prev_source_ref: _Optional[str] = ..., topic_id: _Optional[str] = ..., description: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., state_kind: _Optional[str] = ..., state_key: _Optional[str] = ..., supersedes: _Optional[str] = ..., repo: _Optional[str] = ..., kind: _Optional[str] = ...) -> None: ...
+    speaker: str
+    def __init__(self, type: _Optional[str] = ..., scope: _Optional[str] = ..., content: _Optional[str] = ..., source_ref: _Optional[str] = ..., thread_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., prev_source_ref: _Optional[str] = ..., topic_id: _Optional[str] = ..., description: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., state_kind: _Optional[str] = ..., state_key: _Optional[str] = ..., supersedes: _Optional[str] = ..., repo: _Optional[str] = ..., kind: _Optional[str] = ..., speaker: _Optional[str] = ...) -> None: ...
 
 class AppendRecordRequest(_message.Message):
     __slots__ = ("caller", "record")
@@ -112,16 +114,18 @@ class ImportRecordsRequest(_message.Message):
     def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., records: _Optional[_Iterable[_Union[RecordInput, _Mapping]]] = ...) -> None: ...
 
 class ImportRecordsResponse(_message.Message):
-    __slots__ = ("imported", "skipped", "ids", "redacted")
+    __slots__ = ("imported", "skipped", "ids", "redacted", "left_out")
     IMPORTED_FIELD_NUMBER: _ClassVar[int]
     SKIPPED_FIELD_NUMBER: _ClassVar[int]
     IDS_FIELD_NUMBER: _ClassVar[int]
     REDACTED_FIELD_NUMBER: _ClassVar[int]
+    LEFT_OUT_FIELD_NUMBER: _ClassVar[int]
     imported: int
     skipped: int
     ids: _containers.RepeatedScalarFieldContainer[str]
     redacted: _common_pb2.Redacted
-    def __init__(self, imported: _Optional[int] = ..., skipped: _Optional[int] = ..., ids: _Optional[_Iterable[str]] = ..., redacted: _Optional[_Union[_common_pb2.Redacted, _Mapping]] = ...) -> None: ...
+    left_out: int
+    def __init__(self, imported: _Optional[int] = ..., skipped: _Optional[int] = ..., ids: _Optional[_Iterable[str]] = ..., redacted: _Optional[_Union[_common_pb2.Redacted, _Mapping]] = ..., left_out: _Optional[int] = ...) -> None: ...
 
 class RecordRequest(_message.Message):
     __slots__ = ("caller", "id")

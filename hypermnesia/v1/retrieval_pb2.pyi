@@ -11,7 +11,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SearchRequest(_message.Message):
-    __slots__ = ("caller", "query", "scopes", "tags", "k", "min_similarity", "relative_cutoff", "fusion", "kinds", "types", "repo", "since", "until", "as_of", "mode", "include_archived", "rerank", "topic", "topic_only", "include_stale", "depth", "min_lsn")
+    __slots__ = ("caller", "query", "scopes", "tags", "k", "min_similarity", "relative_cutoff", "fusion", "kinds", "types", "repo", "since", "until", "as_of", "mode", "include_archived", "rerank", "topic", "topic_only", "include_stale", "depth", "min_lsn", "reference_time", "group_by")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     SCOPES_FIELD_NUMBER: _ClassVar[int]
@@ -34,6 +34,8 @@ class SearchRequest(_message.Message):
     INCLUDE_STALE_FIELD_NUMBER: _ClassVar[int]
     DEPTH_FIELD_NUMBER: _ClassVar[int]
     MIN_LSN_FIELD_NUMBER: _ClassVar[int]
+    REFERENCE_TIME_FIELD_NUMBER: _ClassVar[int]
+    GROUP_BY_FIELD_NUMBER: _ClassVar[int]
     caller: _common_pb2.Caller
     query: str
     scopes: _containers.RepeatedScalarFieldContainer[str]
@@ -56,7 +58,9 @@ class SearchRequest(_message.Message):
     include_stale: bool
     depth: str
     min_lsn: int
-    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., query: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., tags: _Optional[_Iterable[str]] = ..., k: _Optional[int] = ..., min_similarity: _Optional[float] = ..., relative_cutoff: _Optional[float] = ..., fusion: _Optional[str] = ..., kinds: _Optional[_Iterable[str]] = ..., types: _Optional[_Iterable[str]] = ..., repo: _Optional[str] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., mode: _Optional[str] = ..., include_archived: _Optional[bool] = ..., rerank: _Optional[bool] = ..., topic: _Optional[str] = ..., topic_only: _Optional[bool] = ..., include_stale: _Optional[bool] = ..., depth: _Optional[str] = ..., min_lsn: _Optional[int] = ...) -> None: ...
+    reference_time: _timestamp_pb2.Timestamp
+    group_by: str
+    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., query: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., tags: _Optional[_Iterable[str]] = ..., k: _Optional[int] = ..., min_similarity: _Optional[float] = ..., relative_cutoff: _Optional[float] = ..., fusion: _Optional[str] = ..., kinds: _Optional[_Iterable[str]] = ..., types: _Optional[_Iterable[str]] = ..., repo: _Optional[str] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., mode: _Optional[str] = ..., include_archived: _Optional[bool] = ..., rerank: _Optional[bool] = ..., topic: _Optional[str] = ..., topic_only: _Optional[bool] = ..., include_stale: _Optional[bool] = ..., depth: _Optional[str] = ..., min_lsn: _Optional[int] = ..., reference_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., group_by: _Optional[str] = ...) -> None: ...
 
 class SearchStats(_message.Message):
     __slots__ = ("candidates", "dense_candidates", "lexical_candidates", "embed_ms", "candidates_ms", "total_ms", "fusion")
@@ -77,7 +81,7 @@ class SearchStats(_message.Message):
     def __init__(self, candidates: _Optional[int] = ..., dense_candidates: _Optional[int] = ..., lexical_candidates: _Optional[int] = ..., embed_ms: _Optional[float] = ..., candidates_ms: _Optional[float] = ..., total_ms: _Optional[float] = ..., fusion: _Optional[str] = ...) -> None: ...
 
 class SearchHit(_message.Message):
-    __slots__ = ("memory", "similarity", "score", "lexical_match", "entity_overlap", "active_task", "topic_match", "premise_of", "hops")
+    __slots__ = ("memory", "similarity", "score", "lexical_match", "entity_overlap", "active_task", "topic_match", "premise_of", "hops", "time_match", "length_weight", "group")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     SIMILARITY_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -87,6 +91,9 @@ class SearchHit(_message.Message):
     TOPIC_MATCH_FIELD_NUMBER: _ClassVar[int]
     PREMISE_OF_FIELD_NUMBER: _ClassVar[int]
     HOPS_FIELD_NUMBER: _ClassVar[int]
+    TIME_MATCH_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
     memory: _common_pb2.Memory
     similarity: float
     score: float
@@ -96,7 +103,10 @@ class SearchHit(_message.Message):
     topic_match: bool
     premise_of: str
     hops: int
-    def __init__(self, memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., similarity: _Optional[float] = ..., score: _Optional[float] = ..., lexical_match: _Optional[bool] = ..., entity_overlap: _Optional[float] = ..., active_task: _Optional[bool] = ..., topic_match: _Optional[bool] = ..., premise_of: _Optional[str] = ..., hops: _Optional[int] = ...) -> None: ...
+    time_match: TimeMatch
+    length_weight: float
+    group: int
+    def __init__(self, memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., similarity: _Optional[float] = ..., score: _Optional[float] = ..., lexical_match: _Optional[bool] = ..., entity_overlap: _Optional[float] = ..., active_task: _Optional[bool] = ..., topic_match: _Optional[bool] = ..., premise_of: _Optional[str] = ..., hops: _Optional[int] = ..., time_match: _Optional[_Union[TimeMatch, _Mapping]] = ..., length_weight: _Optional[float] = ..., group: _Optional[int] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
     __slots__ = ("hits", "degraded", "stats", "depth", "depth_reason", "purged")
@@ -316,3 +326,19 @@ class MemoryVersion(_message.Message):
     description: str
     changed: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, memory_id: _Optional[str] = ..., record_id: _Optional[str] = ..., seq: _Optional[int] = ..., operation: _Optional[str] = ..., reason: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., author: _Optional[str] = ..., text: _Optional[str] = ..., content: _Optional[str] = ..., description: _Optional[str] = ..., changed: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class TimeMatch(_message.Message):
+    __slots__ = ("phrase", "start", "end", "event_source", "event_phrase", "boost")
+    PHRASE_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    EVENT_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    EVENT_PHRASE_FIELD_NUMBER: _ClassVar[int]
+    BOOST_FIELD_NUMBER: _ClassVar[int]
+    phrase: str
+    start: _timestamp_pb2.Timestamp
+    end: _timestamp_pb2.Timestamp
+    event_source: str
+    event_phrase: str
+    boost: float
+    def __init__(self, phrase: _Optional[str] = ..., start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., event_source: _Optional[str] = ..., event_phrase: _Optional[str] = ..., boost: _Optional[float] = ...) -> None: ...

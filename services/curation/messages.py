@@ -27,6 +27,7 @@ def import_response(result: ImportResult) -> curation_pb2.ImportRecordsResponse:
         skipped=result.skipped,
         ids=result.ids,
         redacted=redacted_message(result.redacted),
+        left_out=result.left_out,
     )
 
 
@@ -49,6 +50,7 @@ def record_spec(message: curation_pb2.RecordInput) -> RecordSpec:
         supersedes=message.supersedes or None,
         repo=message.repo or None,
         kind=message.kind or None,
+        speaker=message.speaker or None,
     )
 
 

@@ -38,3 +38,8 @@ RAWLOG_LAST_OK = Gauge(
 # Every outcome is a series from the start, so an alert on `broken` has something to read at 0.
 for _outcome in ("ok", "broken", "failed"):
     RAWLOG_VERIFY_RUNS.labels(_outcome)
+IMPORT_STAGE_SECONDS = Counter(
+    "hm_import_stage_seconds",
+    "Time record imports (POST /records/import, AppendRecord) spent in each stage of the write path",
+    ["stage"],
+)

@@ -75,11 +75,15 @@ class Entry:
     id: uuid.UUID | None = None
 
 
-_INSERT_RECORD = (
+# A batch's records and their texts, one statement each: a column array per field (unnest), so
+# an import of hundreds of records costs two round trips, not two per record.
+_INSERT_RECORDS = (
     "INSERT INTO records (id, seq, scope, kind, operation, target_id, author, source_ref,"
     " prev_source_ref, thread_id, topic_id, created_at, content_sha256, record_hash)"
-    " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14)"
+    " SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::uuid[],"
+    " $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::timestamptz[], $13::text[], $14::text[])"
 )
+_INSERT_TEXTS = "INSERT INTO record_texts (record_id, payload) SELECT * FROM unnest($1::uuid[], $2::text[])"
 
 
 async def lock_head(conn: asyncpg.Connection) -> None:
@@ -122,8 +126,8 @@ async def append_many(conn: asyncpg.Connection, entries: list[Entry]) -> list[Ap
         record_rows.append((*row.values(), content_sha256, prev_hash))
         text_rows.append((row["id"], text))
         out.append(Appended(row["id"], seq, prev_hash))
-    await conn.executemany(_INSERT_RECORD, record_rows)
-    await conn.executemany("INSERT INTO record_texts (record_id, payload) VALUES ($1, $2)", text_rows)
+    await conn.execute(_INSERT_RECORDS, *(list(column) for column in zip(*record_rows, strict=True)))
+    await conn.execute(_INSERT_TEXTS, *(list(column) for column in zip(*text_rows, strict=True)))
     await conn.execute("UPDATE record_chain SET last_seq = $1, last_hash = $2", seq, prev_hash)
     return out
 

@@ -10,20 +10,23 @@ by dedupe; a conversation turn keeps its thread and its order in it.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 
-from hypermnesia import validation
+from hypermnesia import speakers, validation
 from hypermnesia.errors import FailedPrecondition, InvalidArgument, NotFound
 from hypermnesia.scopes import require
 from hypermnesia.secrets import Redaction, RedactMode, Redactor
-from services.curation import entities, payloads, rawlog, records_repo, repo, tasks
+from services.curation import entities, payloads, projection_repo, rawlog, records_repo, repo, tasks
 from services.curation.embedding import BatchEmbedder, embedding_text
+from services.curation.metrics import IMPORT_STAGE_SECONDS
 from services.curation.writer import new_memory
 
 log = logging.getLogger(__name__)
@@ -31,6 +34,17 @@ log = logging.getLogger(__name__)
 RECORD_TYPES = ("conversation", "document", "state_object", "note")
 TYPE_ALIASES = {"memory": "note"}
 KIND_FOR_TYPE = {"conversation": "episodic", "document": "document", "state_object": "semantic"}
+
+
+@contextmanager
+def stage(name: str) -> Iterator[None]:
+    """Count the time spent in one stage of an import (hm_import_stage_seconds, and the per-stage
+    table of `hypermnesia bench import`)."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        IMPORT_STAGE_SECONDS.labels(name).inc(time.perf_counter() - started)
 
 
 @dataclass
@@ -52,6 +66,7 @@ class RecordSpec:
     supersedes: str | None = None
     repo: str | None = None
     kind: str | None = None
+    speaker: str | None = None  # conversation only: kept in metadata (hypermnesia/speakers.py)
 
 
 @dataclass(frozen=True)
@@ -61,6 +76,8 @@ class ImportResult:
     ids: list[str]
     # The secrets masked in the records (HM_REDACT=mask).
     redacted: Redaction = field(default_factory=Redaction)
+    # Assistant turns not stored (HM_STORE_ASSISTANT_TURNS=false); their ids are empty.
+    left_out: int = 0
 
 
 def redact_record(spec: RecordSpec, scan: Redactor, where: str = "") -> None:
@@ -107,8 +124,11 @@ def check_record(spec: RecordSpec, grants: Iterable[str], where: str = "") -> Re
             "repo",
             "state_kind",
             "state_key",
+            "speaker",
         ):
             setattr(spec, name, _short(getattr(spec, name), name, ""))
+        if spec.speaker:
+            _keep_speaker(spec)
         if spec.kind:
             if spec.type != "note":
                 raise InvalidArgument(
@@ -132,6 +152,23 @@ def check_record(spec: RecordSpec, grants: Iterable[str], where: str = "") -> Re
     return spec
 
 
+def _keep_speaker(spec: RecordSpec) -> None:
+    """A conversation turn's speaker goes into its metadata, the memory's place for what a writer
+    says about a record (as topic_id does)."""
+    if spec.type != "conversation":
+        raise InvalidArgument(f"speaker applies to conversation records only, not to a {spec.type}")
+    given = spec.metadata.get(speakers.SPEAKER_KEY)
+    if given is not None and given != spec.speaker:
+        raise InvalidArgument(
+            f"speaker {spec.speaker!r} and metadata.speaker {given!r} differ; send one of them"
+        )
+    spec.metadata = {**spec.metadata, speakers.SPEAKER_KEY: spec.speaker}
+
+
+def is_assistant_turn(spec: RecordSpec) -> bool:
+    return spec.type == "conversation" and speakers.is_assistant(spec.metadata)
+
+
 class RecordImporter:
     def __init__(
         self,
@@ -140,59 +177,96 @@ class RecordImporter:
         *,
         task_extraction: bool = True,
         redact: RedactMode = "mask",
+        store_assistant_turns: bool = True,
     ) -> None:
         self.pool = pool
         self.embeddings = embeddings
         self.task_extraction = task_extraction
         self.redact = redact
+        self.store_assistant_turns = store_assistant_turns
 
     async def import_records(
         self, principal: str, grants: tuple[str, ...], specs: Sequence[RecordSpec], operation: str = "import"
     ) -> ImportResult:
+        """Write the records (idempotent on (scope, source_ref)); with HM_STORE_ASSISTANT_TURNS
+        false the assistant's turns are checked like the rest, then left out: not stored, answered
+        with an empty id and counted in `left_out`."""
         if not specs:
             raise InvalidArgument('no records given; send {"records": [...]} with at least one record')
         if len(specs) > validation.MAX_IMPORT_RECORDS:
             raise InvalidArgument(
                 f"{len(specs):,} records in one call; the limit is {validation.MAX_IMPORT_RECORDS:,}. Split them"
             )
+        if self.store_assistant_turns:
+            return await self._import(principal, grants, specs, operation)
         for i, spec in enumerate(specs):
             check_record(spec, grants, f"records[{i}]: " if len(specs) > 1 else "")
-        # Every record before any is written: a refusal leaves the whole batch unwritten, and
-        # only masked text reaches task extraction, embeddings, entities and the raw log.
-        scan = Redactor(self.redact)
-        for i, spec in enumerate(specs):
-            redact_record(spec, scan, f"records[{i}]." if len(specs) > 1 else "")
+        kept = [i for i, spec in enumerate(specs) if not is_assistant_turn(spec)]
+        if len(kept) == len(specs):
+            return await self._import(principal, grants, specs, operation)
+        ids = [""] * len(specs)
+        done = ImportResult(imported=0, skipped=0, ids=[])
+        if kept:
+            done = await self._import(principal, grants, [specs[i] for i in kept], operation)
+            for i, memory_id in zip(kept, done.ids, strict=True):
+                ids[i] = memory_id
+        left_out = len(specs) - len(kept)
+        return ImportResult(done.imported, done.skipped + left_out, ids, done.redacted, left_out)
+
+    async def _import(
+        self, principal: str, grants: tuple[str, ...], specs: Sequence[RecordSpec], operation: str
+    ) -> ImportResult:
+        with stage("check and redact"):
+            for i, spec in enumerate(specs):
+                check_record(spec, grants, f"records[{i}]: " if len(specs) > 1 else "")
+            # Every record before any is written: a refusal leaves the whole batch unwritten, and
+            # only masked text reaches task extraction, embeddings, entities and the raw log.
+            scan = Redactor(self.redact)
+            for i, spec in enumerate(specs):
+                redact_record(spec, scan, f"records[{i}]." if len(specs) > 1 else "")
         # First occurrence of each (scope, source_ref) in this batch; later ones are duplicates.
         first: dict[tuple[str, str], int] = {}
         for i, spec in enumerate(specs):
             if spec.source_ref:
                 first.setdefault((spec.scope, spec.source_ref), i)
-        async with self.pool.acquire() as conn:
-            existing = await _existing(conn, list(first))
-            await _check_supersede_targets(conn, specs, existing, first)
+        with stage("dedupe lookup"):
+            async with self.pool.acquire() as conn:
+                existing = await _existing(conn, list(first))
+                await _check_supersede_targets(conn, specs, existing, first)
         fresh = [
             i
             for i, s in enumerate(specs)
             if not s.source_ref
             or (first[(s.scope, s.source_ref)] == i and (s.scope, s.source_ref) not in existing)
         ]
-        found = await self._task_candidates(specs, fresh)
-        vectors = await self.embeddings.many(
-            [embedding_text(specs[i].description, specs[i].content) for i in fresh]
-            + [embedding_text(f"task: {c.text[:120]}", c.text) for _, c in found]
-        )
-        async with self.pool.acquire() as conn, conn.transaction():
-            await rawlog.lock_head(conn)
-            # Re-check under the chain lock: a concurrent import of the same refs may have won.
-            existing = await _existing(conn, list(first))
-            ids: list[str | None] = [None] * len(specs)
-            for i, spec in enumerate(specs):
-                if spec.source_ref and (spec.scope, spec.source_ref) in existing:
-                    ids[i] = str(existing[(spec.scope, spec.source_ref)])
-            written = await self._write(conn, principal, specs, fresh, vectors, ids, operation, found)
-            for i, spec in enumerate(specs):  # in-batch duplicates answer with the first one's id
-                if ids[i] is None and spec.source_ref:
-                    ids[i] = ids[first[(spec.scope, spec.source_ref)]]
+        with stage("task extraction"):
+            found = await self._task_candidates(specs, fresh)
+        with stage("embed"):
+            vectors = await self.embeddings.many(
+                [embedding_text(specs[i].description, specs[i].content) for i in fresh]
+                + [embedding_text(f"task: {c.text[:120]}", c.text) for _, c in found]
+            )
+        async with self.pool.acquire() as conn:
+            transaction = conn.transaction()
+            await transaction.start()
+            try:
+                with stage("chain lock and recheck"):
+                    await rawlog.lock_head(conn)
+                    # Re-check under the chain lock: a concurrent import of the same refs may have won.
+                    existing = await _existing(conn, list(first))
+                ids: list[str | None] = [None] * len(specs)
+                for i, spec in enumerate(specs):
+                    if spec.source_ref and (spec.scope, spec.source_ref) in existing:
+                        ids[i] = str(existing[(spec.scope, spec.source_ref)])
+                written = await self._write(conn, principal, specs, fresh, vectors, ids, operation, found)
+            except BaseException:
+                await transaction.rollback()
+                raise
+            with stage("commit"):
+                await transaction.commit()
+        for i, spec in enumerate(specs):  # in-batch duplicates answer with the first one's id
+            if ids[i] is None and spec.source_ref:
+                ids[i] = ids[first[(spec.scope, spec.source_ref)]]
         final = [i for i in ids if i is not None]
         assert len(final) == len(specs)
         return ImportResult(imported=written, skipped=len(specs) - written, ids=final, redacted=scan.report)
@@ -209,8 +283,9 @@ class RecordImporter:
         found: list[tuple[int, tasks.Candidate]],
     ) -> int:
         now = datetime.now(UTC)
-        ordinals = await _next_ordinals(conn, [specs[i] for i in fresh])
-        heads = await _state_heads(conn, [specs[i] for i in fresh])
+        with stage("ordinals and state heads"):
+            ordinals = await _next_ordinals(conn, [specs[i] for i in fresh])
+            heads = await _state_heads(conn, [specs[i] for i in fresh])
         by_ref: dict[tuple[str, str], uuid.UUID] = {}
         rows: list[dict[str, Any]] = []
         row_vectors: list[Any] = []
@@ -270,13 +345,24 @@ class RecordImporter:
                     payload=payloads.create(task),
                 )
             )
-        await repo.insert_memories(conn, rows, row_vectors)
-        for old, new, at in closes:
-            await repo.close_memory(conn, old, new, at)
-        await rawlog.append_many(conn, entries)
-        await entities.link_many(
-            conn, [(r["id"], r["scope"], r["description"], r["content"], r["created_at"]) for r in rows]
-        )
+        # repo.insert_memories in its parts, each timed.
+        with stage("vector cache"):
+            await repo.store_vectors(
+                conn, [embedding_text(r["description"], r["content"]) for r in rows], row_vectors
+            )
+        with stage("memories insert"):
+            await repo.insert_rows(conn, rows, row_vectors)
+        with stage("projection"):
+            await projection_repo.project(conn, [r["id"] for r in rows])
+        with stage("supersede"):
+            for old, new, at in closes:
+                await repo.close_memory(conn, old, new, at)
+        with stage("raw log"):
+            await rawlog.append_many(conn, entries)
+        with stage("entities"):
+            await entities.link_many(
+                conn, [(r["id"], r["scope"], r["description"], r["content"], r["created_at"]) for r in rows]
+            )
         return written
 
     async def _task_candidates(

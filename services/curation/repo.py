@@ -60,14 +60,21 @@ async def insert_memories(
 ) -> None:
     """Insert complete memories (every column of memory_fields.COLUMNS) with their vectors. Must
     run inside a transaction (the staging table lives until its commit)."""
-    args = [(*memory_fields.db_args(row), vec) for row, vec in zip(rows, vectors, strict=True)]
     await store_vectors(conn, [embedding_text(r["description"], r["content"]) for r in rows], vectors)
+    await insert_rows(conn, rows, vectors)
+    # The 3D map's position, with the current basis, in the same transaction as the row.
+    await projection_repo.project(conn, [r["id"] for r in rows])
+
+
+async def insert_rows(
+    conn: asyncpg.Connection, rows: Sequence[Mapping[str, Any]], vectors: Sequence[np.ndarray | None]
+) -> None:
+    """The memories' rows alone (insert_memories without the vector cache and the map position)."""
+    args = [(*memory_fields.db_args(row), vec) for row, vec in zip(rows, vectors, strict=True)]
     if len(args) < _COPY_FROM:
         await conn.executemany(_INSERT, args)
     else:
         await _insert_many(conn, args)
-    # The 3D map's position, with the current basis, in the same transaction as the row.
-    await projection_repo.project(conn, [r["id"] for r in rows])
 
 
 async def _insert_many(conn: asyncpg.Connection, args: list[tuple[Any, ...]]) -> None:

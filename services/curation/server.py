@@ -56,7 +56,11 @@ async def running(settings: CurationSettings) -> AsyncIterator[tuple[grpc.aio.Se
     curation = Curation(
         writer=writer,
         importer=RecordImporter(
-            store.pool, writer.embeddings, task_extraction=settings.task_extraction, redact=settings.redact
+            store.pool,
+            writer.embeddings,
+            task_extraction=settings.task_extraction,
+            redact=settings.redact,
+            store_assistant_turns=settings.store_assistant_turns,
         ),
         forgetter=Forgetter(
             store.pool,

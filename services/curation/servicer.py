@@ -20,7 +20,7 @@ from services.curation.ingest import Ingester
 from services.curation.lifecycle import ForgetInput, Forgetter
 from services.curation.messages import import_response, record_spec, record_view, redacted_message
 from services.curation.rebuild import Rebuilder
-from services.curation.records import RecordImporter
+from services.curation.records import RecordImporter, stage
 from services.curation.writer import MemoryWriter, SaveInput, UpdateInput
 
 
@@ -114,13 +114,16 @@ class CurationServicer(curation_pb2_grpc.CurationServicer):
     async def ImportRecords(
         self, request: curation_pb2.ImportRecordsRequest, context: grpc.aio.ServicerContext
     ) -> curation_pb2.ImportRecordsResponse:
-        specs = [record_spec(r) for r in request.records]
+        with stage("request decode"):
+            specs = [record_spec(r) for r in request.records]
         result = await self.c.importer.import_records(
             request.caller.principal, _grants(request.caller), specs
         )
         if result.imported:  # an import is one of adaptive fusion's refit moments
-            await fusion_refits.after_import(self.writer.pool, [s.scope for s in specs])
-        await self._committed(context)
+            with stage("fusion refit"):
+                await fusion_refits.after_import(self.writer.pool, [s.scope for s in specs])
+        with stage("read-after-write report"):
+            await self._committed(context)
         return import_response(result)
 
     async def GetRecord(

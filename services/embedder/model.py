@@ -113,7 +113,12 @@ def load_counter(path: Path) -> Tokenizer:
 
 
 def count_without_specials(counter: Tokenizer, texts: list[str]) -> list[int]:
-    return [len(e.ids) - sum(e.special_tokens_mask) for e in counter.encode_batch(texts)]
+    """Each text's tokens, the model's special tokens left out. A truncating tokenizer (stride 0)
+    counts the same as load_counter's: what it cut off is in the encoding's overflowing pieces."""
+    return [
+        sum(len(piece.ids) - sum(piece.special_tokens_mask) for piece in (e, *e.overflowing))
+        for e in counter.encode_batch(texts)
+    ]
 
 
 def available_cores() -> int:
@@ -178,14 +183,14 @@ class SharedWeights:
     """A model's weights read once into memory that several sessions of it use in place
     (SessionOptions.add_initializer), instead of each session keeping its own copy.
 
-    Sessions loaded with them also take their working memory from one arena for the process
-    (use_env_allocators) rather than an arena each, which every session grew to its own largest
-    batch. Measured on all-MiniLM-L6-v2 (fp32, 90 MB), a wide and two narrow sessions, in one
-    process: 387 MB of PSS loaded with a copy each, 280 MB sharing; after batches of 32 on both
-    narrow sessions, about 540 MB with an arena each and about 385 MB sharing one, at the same
-    throughput (docs/PERFORMANCE.md, "Load"). What each session still holds of its own is what
-    onnxruntime derives from the weights: fused attention weights and the prepacked GEMM
-    operands, which make its runs faster."""
+    Measured on all-MiniLM-L6-v2 (fp32, 90 MB), a wide and two narrow sessions, in one process:
+    387 MB of PSS loaded with a copy each, 280 MB sharing (docs/PERFORMANCE.md, "Load"). What
+    each session still holds of its own is what onnxruntime derives from the weights: fused
+    attention weights and the prepacked GEMM operands, which make its runs faster.
+
+    A session alone is better off with its own copy: onnxruntime frees the weights it prepacked
+    when they are its own, but must keep ones lent to it, so the wide session of an idle embedder
+    held 46 MB more with these than without (OnnxProvider loads them with the load sessions)."""
 
     # Smaller tensors (biases, norms, shapes) are not worth an OrtValue each.
     MIN_ELEMENTS = 1024
@@ -203,7 +208,6 @@ class SharedWeights:
         }
         del model
         self.values = {name: ort.OrtValue.ortvalue_from_numpy(a) for name, a in self.arrays.items()}
-        _register_process_arena()
 
 
 _process_arena = threading.Lock()
@@ -211,7 +215,13 @@ _process_arena_registered = False
 
 
 def _register_process_arena() -> None:
-    """onnxruntime's process-wide CPU arena (default settings), registered once per process."""
+    """onnxruntime's process-wide CPU arena (default settings), registered once per process.
+
+    Every session takes its working memory from it (use_env_allocators) rather than from an arena
+    of its own, which each grew to its own largest batch: after batches of 32 on both narrow
+    sessions, about 540 MB with an arena each and about 385 MB sharing one, at the same
+    throughput. One arena is also one that the wide session's run can shrink
+    (OnnxProvider._shrink_arena)."""
     global _process_arena_registered
     with _process_arena:
         if _process_arena_registered:
@@ -247,13 +257,14 @@ def load_session(
     """A CPU session; 0 threads means the cores available to the process (cgroup/affinity aware).
     `pin` keeps its threads on cores of their own (PinnedSession) when it uses every core; only
     for a session that is never run from two threads at once. `weights` (of the same file) are
-    used in place of a copy of the file's own, and the process's one arena in place of an arena of
-    the session's own (SharedWeights)."""
+    used in place of a copy of the file's own (SharedWeights). Its working memory comes from the
+    process's one arena (_register_process_arena)."""
     options = ort.SessionOptions()
     if weights is not None:
         for name, value in weights.values.items():
             options.add_initializer(name, value)
-        options.add_session_config_entry("session.use_env_allocators", "1")
+    _register_process_arena()
+    options.add_session_config_entry("session.use_env_allocators", "1")
     options.intra_op_num_threads = intra_op_threads or available_cores()
     options.inter_op_num_threads = inter_op_threads or available_cores()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL

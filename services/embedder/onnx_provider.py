@@ -20,7 +20,6 @@ from services.embedder.model import (
     available_cores,
     count_without_specials,
     fingerprint,
-    load_counter,
     load_session,
     load_tokenizer,
     pad_batch,
@@ -28,7 +27,6 @@ from services.embedder.model import (
     resolve_model,
 )
 from services.embedder.provider import Prepared, ProviderInfo
-from services.embedder.quantize import quantize_int8
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +36,9 @@ def quantized_files(files: ModelFiles, cache_dir: Path) -> ModelFiles:
     source = files.onnx_path
     target = cache_dir / f"{files.model_id.replace('/', '--')}-int8-{fingerprint(source)}" / "model.onnx"
     if not target.exists():
+        # Imported here: the onnx package (~10 MB resident) is not needed to serve.
+        from services.embedder.quantize import quantize_int8
+
         log.info("quantizing %s to int8 weights (one time)", source)
         try:
             quantize_int8(source, target)
@@ -62,9 +63,10 @@ class OnnxProvider:
     Under load the narrow sessions keep every core busy without the barrier at the end of each
     parallel op, which also stalls whenever the event loop takes one of the cores.
 
-    The narrow ("load") sessions exist only while there is load: each holds its own prepacked
-    copy of the weights (~40 MB for MiniLM fp32), which an idle embedder has no use for. The
-    first batch that arrives while another runs starts loading them on a thread of their own
+    The narrow ("load") sessions exist only while there is load: they share one copy of the
+    weights (SharedWeights, ~90 MB for MiniLM fp32) and each holds its own prepacked operands
+    (~40 MB), which an idle embedder has no use for; the wide session keeps a copy of its own,
+    whose prepacked originals onnxruntime frees (46 MB less than sharing them). The first batch that arrives while another runs starts loading them on a thread of their own
     (`_LoadSessions`); until they are ready, batches take turns on the wide session, as with one
     worker. They are released once none has run a batch for `load_sessions_idle_s` seconds
     (0: kept once made), and the heap they held is handed back to the system."""
@@ -82,20 +84,16 @@ class OnnxProvider:
     ) -> None:
         self.files = files
         self.tokenizer = load_tokenizer(files.tokenizer_path, max_tokens)
-        self.counter = load_counter(files.tokenizer_path)
         pad = self.tokenizer.token_to_id("[PAD]")
         self.pad_id = 0 if pad is None else pad
         threads = intra_op_threads or available_cores()
         self.concurrency = max(1, workers)
-        # One copy of the weights for the wide and the narrow sessions (SharedWeights).
-        self.weights = SharedWeights(files.onnx_path) if self.concurrency > 1 else None
         # Pinned: it runs only when no other batch does, never from two threads at once.
         self.session = load_session(
             files.onnx_path,
             intra_op_threads=threads,
             inter_op_threads=inter_op_threads,
             pin=True,
-            weights=self.weights,
         )
         release_freed_memory()
         metrics.SESSIONS.inc()
@@ -108,7 +106,6 @@ class OnnxProvider:
         self._load = (
             _LoadSessions(
                 files.onnx_path,
-                self.weights,
                 self._shrink_arena,
                 count=self.concurrency,
                 intra_op_threads=max(1, threads // self.concurrency),
@@ -211,7 +208,8 @@ class OnnxProvider:
         return np.asarray(vectors, dtype=np.float32)
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return count_without_specials(self.counter, list(texts))
+        # The truncating tokenizer counts what it cuts off too: no second tokenizer (~8 MB).
+        return count_without_specials(self.tokenizer, list(texts))
 
     def _shrink_arena(self) -> None:
         """Free the regions of the process's arena that no tensor uses, with a one-text run on the
@@ -243,7 +241,6 @@ class _LoadSessions:
     def __init__(
         self,
         path: Path,
-        weights: SharedWeights | None,
         shrink_arena: Callable[[], None],
         *,
         count: int,
@@ -252,7 +249,7 @@ class _LoadSessions:
         idle_s: float,
     ) -> None:
         self.path = path
-        self.weights = weights
+        self.weights: SharedWeights | None = None  # while the sessions exist
         self.shrink_arena = shrink_arena
         self.count = count
         self.intra_op_threads = intra_op_threads
@@ -303,12 +300,13 @@ class _LoadSessions:
     def _make(self) -> None:
         started = time.monotonic()
         try:
+            weights = SharedWeights(self.path)
             sessions = [
                 load_session(
                     self.path,
                     intra_op_threads=self.intra_op_threads,
                     inter_op_threads=self.inter_op_threads,
-                    weights=self.weights,
+                    weights=weights,
                 )
                 for _ in range(self.count)
             ]
@@ -326,6 +324,7 @@ class _LoadSessions:
             if self._closed.is_set():
                 return
             self._idle = sessions
+            self.weights = weights
             self.loaded = len(sessions)
             self._last_used = time.monotonic()
         metrics.SESSIONS.inc(len(sessions))
@@ -357,8 +356,9 @@ class _LoadSessions:
                 return False  # a batch is running on one, or one ended since the check
             released, self._idle = self._idle, []
             self.loaded -= len(released)
+            weights, self.weights = self.weights, None
         count = len(released)
-        del released  # the last references: onnxruntime frees each session here
+        del released, weights  # the last references: onnxruntime frees each session here
         if not force:
             try:
                 self.shrink_arena()

@@ -146,14 +146,31 @@ _SCOPE_ESTIMATE = (
 )
 
 
-def hybrid_sql(where: str, flag_derived: bool = False, scope_estimate: bool = False) -> str:
+# The cosine of the query ($7) and the opening turn of the candidate's thread (its first live turn),
+# selected only when the opening is weighted (HM_CONTEXT_OPENING_WEIGHT): one probe of the thread
+# index per threaded candidate.
+_OPENING = (
+    "(CASE WHEN m.thread_id IS NOT NULL THEN (SELECT 1 - (x.embedding <=> $7) FROM memories x"
+    " WHERE x.scope = m.scope AND x.thread_id = m.thread_id"
+    f" AND {live_sql('x')} AND {fresh_sql('x')}"
+    " ORDER BY x.created_at, x.id LIMIT 1) END) AS opening_similarity"
+)
+
+
+def hybrid_sql(
+    where: str, flag_derived: bool = False, scope_estimate: bool = False, opening: bool = False
+) -> str:
     # $1 query, $2 stopwords, $3 scopes (for statistics), $4 k1, $5 [b, b for documents], $6 how many
     # index postings the selecting terms may have (NULL: no limit), $7 vector (NULL: lexical-only),
     # $8 the dense leg's ids (nearest first), $9 depth, $10 expansion (how many top candidates of
     # each leg get their neighbours added); filters from $11.
     optional = "".join(
         f", {column}"
-        for column, wanted in ((_DERIVED, flag_derived), (_SCOPE_ESTIMATE, scope_estimate))
+        for column, wanted in (
+            (_DERIVED, flag_derived),
+            (_SCOPE_ESTIMATE, scope_estimate),
+            (_OPENING, opening),
+        )
         if wanted
     )
     return f"""
@@ -214,6 +231,8 @@ class CandidateQuery:
     flag_derived: bool = False
     # Select the searched scopes' stored fusion estimate (the `scope_estimate` column; adaptive).
     scope_estimate: bool = False
+    # Select the cosine of each candidate's thread opening (the `opening_similarity` column).
+    opening: bool = False
 
     @classmethod
     def from_settings(
@@ -224,6 +243,7 @@ class CandidateQuery:
         k: int,
         flag_derived: bool = False,
         scope_estimate: bool = False,
+        opening: bool = False,
     ) -> CandidateQuery:
         """The query the service runs for a search of k results (the benchmark reuses it)."""
         depth = max(settings.search_candidates, k)
@@ -240,6 +260,7 @@ class CandidateQuery:
             ef_search=min(max(settings.hnsw_ef_search, depth), MAX_EF_SEARCH),
             flag_derived=flag_derived,
             scope_estimate=scope_estimate,
+            opening=opening,
         )
 
 
@@ -262,7 +283,7 @@ async def hybrid(
     params = [q.query, _STOPWORDS, q.prefilter.scopes, q.k1, [q.b, q.b_documents], bound]
     where, filter_params = q.prefilter.sql(first_param=11)
     return await conn.fetch(
-        hybrid_sql(where, q.flag_derived, q.scope_estimate),
+        hybrid_sql(where, q.flag_derived, q.scope_estimate, q.opening),
         *params,
         vector,
         dense_ids,
@@ -290,11 +311,11 @@ class ScopeSizes:
         if cached is not None and now - cached[0] < self.ttl_s:
             return cached[1]
         row = await conn.fetchrow(
-            "SELECT coalesce(sum(docs) FILTER (WHERE scope = ANY($1::text[])), 0), coalesce(sum(docs), 0),"
-            " cardinality($1::text[]) = 1 AND to_regclass($2) IS NOT NULL"
+            "SELECT coalesce(sum(docs) FILTER (WHERE scope = ANY($2::text[])), 0), coalesce(sum(docs), 0),"
+            f" cardinality($2::text[]) = 1 AND {scope_graphs.VALID_SQL}"
             " FROM lexical_scope",
-            scopes,
             scope_graphs.name(scopes[0]) if scopes else "",
+            scopes,
         )
         sizes = (int(row[0]), int(row[1]), bool(row[2]))
         if self.ttl_s > 0:

@@ -9,7 +9,9 @@ Fusion modes (per request or HM_FUSION):
   stored estimate (fusion.py).
 - `dense`, `bm25`: one leg alone (cosine; BM25 / max BM25), the baselines the others must beat.
 Context: a conversation turn is read with its neighbours, so a turn whose neighbour answers the
-query, or whose thread is about it, rises (a memory with no thread is its own context).
+query, or whose thread is about it, rises (a memory with no thread is its own context); weighted,
+its session as a whole (the mean cosine of its thread's best candidates) and its session's opening
+turn count too. A long assistant turn's relevance is weighed down by its length (speakers.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any
 
+from hypermnesia import speakers
 from hypermnesia.kinds import HALF_LIFE_DAYS
 from services.retrieval import fusion
 
@@ -32,6 +35,10 @@ IMPORTANCE_SCALE = 10.0
 WEIGHTED_DENSE_SHARE = 0.6
 DUPLICATE_JACCARD = 0.8
 DUPLICATE_PENALTY = 0.5
+# The session signal: the mean cosine of this many of a thread's most similar candidates.
+SESSION_TURNS = 3
+# group_by=thread: the best turns shown under each thread.
+THREAD_TURNS = 3
 _WORDS = re.compile(r"\w+")
 
 
@@ -50,6 +57,11 @@ class Candidate:
     entity_overlap: float = 0.0  # Jaccard of the query's entities and the memory's (signals.py)
     task_bonus: float = 0.0  # signals.TASK_BONUS when an open task is or cites this memory
     topic_match: float = 0.0  # 1 when the memory is filed under the request's topic
+    time_match: float = 0.0  # 1 when its event time falls in a date the query names (time_window.py)
+    # Cosine of the query and its thread's opening turn (selected only when weighted).
+    opening_similarity: float | None = None
+    length_weight: float = 1.0  # a long assistant turn's relevance multiplier (speakers.py)
+    group: int = 0  # group_by=thread: the 1-based rank of its thread
     score: float = 0.0
     extras: dict = field(default_factory=dict)
 
@@ -74,6 +86,9 @@ class Weights:
     entity: float = 0.0
     task: float = 0.0
     topic: float = 0.0
+    time: float = 0.0
+    session: float = 0.0
+    opening: float = 0.0
 
 
 def assign_ranks(candidates: list[Candidate], have_vectors: bool) -> None:
@@ -140,29 +155,78 @@ def fuse(
     return None
 
 
-def add_context(candidates: list[Candidate], w: Weights) -> None:
-    """context = (relevance + w_n * best neighbour + w_t * best of thread) / (1 + w_n + w_t).
+def weigh_assistant_turns(candidates: list[Candidate], full_weight_words: int) -> None:
+    """A long assistant turn's relevance times speakers.length_weight (kept on the candidate, which
+    the hit reports), before context: its neighbours read it weighed too."""
+    if full_weight_words <= 0:
+        return
+    for c in candidates:
+        row = c.row
+        if row["type"] == "conversation" and speakers.is_assistant(row["metadata"]):
+            c.length_weight = speakers.length_weight(speakers.word_count(row["content"]), full_weight_words)
+            c.relevance *= c.length_weight
 
-    Neighbours outside the candidate pool count as irrelevant. Dividing by the weights keeps a
-    memory without a thread (its own neighbour and thread) at exactly its relevance."""
+
+def add_context(candidates: list[Candidate], w: Weights) -> None:
+    """context = (relevance + w_n * best neighbour + w_t * best of thread + w_s * session
+    + w_o * opening) / (1 + w_n + w_t + w_s + w_o).
+
+    Neighbours outside the candidate pool count as irrelevant. `session` is the mean cosine of the
+    thread's SESSION_TURNS most similar candidates, `opening` the cosine of the thread's first
+    turn (0 when not selected). Dividing by the weights keeps a memory without a thread (its own
+    neighbour and thread) at exactly its relevance."""
     by_id = {c.id: c for c in candidates}
     thread_best: dict[tuple[str, str], float] = defaultdict(float)
+    similarities: dict[tuple[str, str], list[float]] = defaultdict(list)
     for c in candidates:
         thread = c.row["thread_id"]
         if thread:
             key = (c.row["scope"], thread)
             thread_best[key] = max(thread_best[key], c.relevance)
-    norm = 1.0 + w.neighbour + w.thread
+            similarities[key].append(c.similarity)
+    session: dict[tuple[str, str], float] = {}
+    if w.session > 0:
+        for key, values in similarities.items():
+            best = sorted(values, reverse=True)[:SESSION_TURNS]
+            session[key] = sum(best) / len(best)
+    norm = 1.0 + w.neighbour + w.thread + w.session + w.opening
     for c in candidates:
         thread = c.row["thread_id"]
         if not thread:
             c.context = c.relevance
             continue
+        key = (c.row["scope"], thread)
         neighbours = [by_id[n].relevance for n in (c.prev_id, c.next_id) if n in by_id]
         best_neighbour = max(neighbours, default=0.0)
         c.context = (
-            c.relevance + w.neighbour * best_neighbour + w.thread * thread_best[(c.row["scope"], thread)]
+            c.relevance
+            + w.neighbour * best_neighbour
+            + w.thread * thread_best[key]
+            + w.session * session.get(key, 0.0)
+            + w.opening * max(0.0, c.opening_similarity or 0.0)
         ) / norm
+
+
+def group_by_thread(ranked: list[Candidate], k: int, turns: int = THREAD_TURNS) -> list[Candidate]:
+    """The k best threads of a ranked list (a memory outside any thread is its own), best first,
+    each with its `turns` best hits in rank order, each hit numbered with its thread's rank."""
+    groups: dict[tuple[str, str], list[Candidate]] = {}
+    for c in ranked:
+        thread = c.row["thread_id"]
+        key = (c.row["scope"], thread) if thread else ("", str(c.id))
+        members = groups.get(key)
+        if members is None:
+            if len(groups) == k:
+                continue
+            members = groups[key] = []
+        if len(members) < turns:
+            members.append(c)
+    out = []
+    for rank, members in enumerate(groups.values(), start=1):
+        for c in members:
+            c.group = rank
+            out.append(c)
+    return out
 
 
 def recency(decay_class: str, last_accessed: datetime, now: datetime) -> float:
@@ -184,6 +248,7 @@ def blend(candidates: list[Candidate], w: Weights, now: datetime | None = None) 
             + w.entity * c.entity_overlap
             + w.task * c.task_bonus
             + w.topic * c.topic_match
+            + w.time * c.time_match
         )
 
 

@@ -22,7 +22,7 @@ from hypermnesia.errors import FailedPrecondition, InvalidArgument, Unavailable
 from hypermnesia.fusions import FUSIONS
 from hypermnesia.scopes import require
 from hypermnesia.settings import RetrievalSettings
-from services.retrieval import as_of, metrics, repo, signals
+from services.retrieval import as_of, metrics, repo, signals, time_window
 from services.retrieval import fusion as fusion_signals
 from services.retrieval.bookkeeping import Bookkeeper
 from services.retrieval.filters import Prefilter
@@ -33,12 +33,15 @@ from services.retrieval.scoring import (
     apply_gates,
     blend,
     fuse,
+    group_by_thread,
     penalise_duplicates,
+    weigh_assistant_turns,
 )
 
 log = logging.getLogger(__name__)
 
 MODES = ("answer", "manager")
+GROUP_BY = ("", "thread")
 # An as-of read embeds the texts the store no longer has vectors for in batches this size, each
 # with this deadline per text (a busy CPU embeds a document in well under one).
 AS_OF_BATCH = 64
@@ -64,6 +67,9 @@ class SearchInput:
     topic: str = ""
     topic_only: bool = False  # an optional topic filter: only memories filed under `topic`
     depth: str = ""  # recall depth (hypermnesia/recall_depth.py); empty = derived
+    # What the query's dates are read against (time_window.py); default as_of, else now.
+    reference_time: datetime | None = None
+    group_by: str = ""  # "thread": k threads with their best turns (scoring.group_by_thread)
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,9 @@ class Searcher:
             rank_decay_k=settings.hybrid_rank_decay_k,
             neighbour=settings.context_neighbour_weight,
             thread=settings.context_thread_weight,
+            time=settings.time_boost,
+            session=settings.context_session_weight,
+            opening=settings.context_opening_weight,
         )
         self.weights = {
             # Answer mode: relevance first, the active-task bonus off.
@@ -168,6 +177,8 @@ class Searcher:
         mode = q.mode or "answer"
         if mode not in MODES:
             raise InvalidArgument(f"mode {mode!r} is unknown; use answer or manager")
+        if q.group_by not in GROUP_BY:
+            raise InvalidArgument(f"group_by {q.group_by!r} is unknown; use thread, or leave it empty")
         for name, value in (("min_similarity", q.min_similarity), ("relative_cutoff", q.relative_cutoff)):
             if value is not None and not 0.0 <= value <= 1.0:
                 raise InvalidArgument(f"{name} must be between 0 and 1")
@@ -229,6 +240,7 @@ class Searcher:
             # Only auto decides from which hits are derived; the default adds nothing to the query.
             flag_derived=depth == recall_depth.AUTO,
             scope_estimate=scope_estimate,
+            opening=self.settings.context_opening_weight > 0,
         )
         if isinstance(pool, as_of.Past):
             rows = await as_of.candidates(pool, cq, vector)
@@ -243,6 +255,7 @@ class Searcher:
                 all_terms=bool(r["all_terms"]),
                 prev_id=r["prev_id"],
                 next_id=r["next_id"],
+                opening_similarity=r.get("opening_similarity"),
             )
             for r in rows
         ]
@@ -282,6 +295,7 @@ class Searcher:
             observation = fusion_signals.observe(
                 [c.similarity for c in candidates], [c.bm25 for c in candidates], query_terms, have_vectors
             )
+        weigh_assistant_turns(candidates, self.settings.assistant_turn_words)
         add_context(candidates, weights)
         stages["score_ms"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
@@ -298,7 +312,7 @@ class Searcher:
         kept = penalise_duplicates(kept, window=q.k * 2)
         if q.rerank and kept:
             kept = await self._rerank(q.query, kept, degraded)
-        hits = kept[: q.k]
+        hits = group_by_thread(kept, q.k) if q.group_by == "thread" else kept[: q.k]
         lift_scores(hits)
         stages["score_ms"] += (time.perf_counter() - t) * 1000
         policy, reason = recall_depth.choose_depth(
@@ -354,8 +368,8 @@ class Searcher:
     async def _structural_signals(
         self, pool: asyncpg.Pool, q: SearchInput, candidates: list[Candidate], w: Weights
     ) -> None:
-        """Topic match, entity overlap and the active-task bonus (signals.py); the last two are
-        looked up only when weighted."""
+        """Topic match, entity overlap and the active-task bonus (signals.py), the last two looked
+        up only when weighted; and the time match (time_window.py), when weighted."""
         ids = [c.id for c in candidates]
         if not ids:
             return
@@ -371,6 +385,15 @@ class Searcher:
             active = await signals.active_task_ids(pool, q.filters.scopes, ids)
             for c in candidates:
                 c.task_bonus = signals.TASK_BONUS if c.id in active else 0.0
+        if w.time > 0:
+            now = q.reference_time or q.filters.as_of or datetime.now(UTC)
+            windows = time_window.windows(q.query, now)  # [] at once for a query naming no date
+            for c in candidates if windows else []:
+                found = time_window.match(windows, c.row["content"], c.row["created_at"])
+                if found:
+                    c.time_match = 1.0
+                    c.extras["time_match"] = found
+                    c.extras["time_boost"] = w.time  # what it added to the score
 
     async def _rerank(self, query: str, ranked: list[Candidate], degraded: list[str]) -> list[Candidate]:
         """Re-order the fused top-N by the embedder's cross-encoder; the rest keep their order."""

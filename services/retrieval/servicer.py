@@ -11,16 +11,32 @@ from hypermnesia import status, validation
 from hypermnesia.errors import InvalidArgument, NotFound
 from hypermnesia.memory_rows import memory_from_row
 from hypermnesia.scopes import permits, require
-from hypermnesia.times import field_time
+from hypermnesia.times import field_time, timestamp
 from hypermnesia.v1 import common_pb2, retrieval_pb2, retrieval_pb2_grpc
 from services.retrieval import reads, repo, versions
 from services.retrieval.context import ContextAssembler, ContextInput
 from services.retrieval.filters import Prefilter, search_prefilter
 from services.retrieval.replica import ReadRouter
+from services.retrieval.scoring import Candidate
 from services.retrieval.search import Searcher, SearchInput
 
 DEFAULT_LIST_LIMIT = 50
 DEFAULT_STATS_DAYS = 7
+
+
+def time_match_message(c: Candidate) -> retrieval_pb2.TimeMatch | None:
+    """Why a hit was boosted for a date the query names (search.py sets `time_match`)."""
+    found = c.extras.get("time_match")
+    if found is None:
+        return None
+    return retrieval_pb2.TimeMatch(
+        phrase=found.window.phrase,
+        start=timestamp(found.window.start),
+        end=timestamp(found.window.end),
+        event_source=found.source,
+        event_phrase=found.event.phrase if found.source == "content" else "",
+        boost=c.extras["time_boost"],
+    )
 
 
 class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
@@ -47,6 +63,8 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
             topic=request.topic,
             topic_only=request.topic_only,
             depth=request.depth,
+            reference_time=field_time(request, "reference_time"),
+            group_by=request.group_by,
         )
         out = await self.router.read(request.min_lsn, lambda pool: self.searcher.search(query, pool=pool))
         return retrieval_pb2.SearchResponse(
@@ -59,6 +77,9 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
                     entity_overlap=c.entity_overlap,
                     active_task=c.task_bonus > 0,
                     topic_match=c.topic_match > 0,
+                    time_match=time_match_message(c),
+                    length_weight=c.length_weight if c.length_weight < 1 else None,
+                    group=c.group,
                 )
                 for c in out.hits
             ]

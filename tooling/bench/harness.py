@@ -17,6 +17,7 @@ from typing import Any
 from hypermnesia.embedder_client import EmbedderClient
 from hypermnesia.v1 import curation_pb2
 from tooling.bench.known_vectors import known_vectors_embedder
+from tooling.bench.synthesis import REAL_MEMORIES
 from tooling.local_stack import (
     LocalStack,
     embedder_process,
@@ -34,6 +35,8 @@ class BenchStack:
     stack: LocalStack
     base_url: str  # the gateway's
     records: list[curation_pb2.RecordInput]  # not yet stored: the bench builds the store, timed
+    texts: list[str]  # the records' contents
+    vectors: Any  # their vectors (np.ndarray): real, then derived
     vectors_s: float  # seconds spent on the records' vectors (read from the cache or embedded)
     stack_started: float  # time.perf_counter() as the stack began to start
 
@@ -49,11 +52,12 @@ async def bench_stack(
     arrange: Callable[[list[curation_pb2.RecordInput]], None] = lambda records: None,
     stack_options: dict[str, Any],
     gateway_options: dict[str, Any],
+    real: int = REAL_MEMORIES,
 ) -> AsyncIterator[BenchStack]:
-    """`memories` synthetic records (`arrange` may regroup them before their vectors are read),
-    and the stack and gateway serving a database of their own, dropped on the way out."""
+    """`memories` synthetic records (`arrange` may regroup them before their vectors are read;
+    past `real` of them, derived ones: tooling/bench/synthesis.py), and the stack and gateway serving a database of their own, dropped on the way out."""
     # Imported here: tooling/bench/search.py imports this module for its run.
-    from tooling.bench.search import synthetic_records, synthetic_text, synthetic_vectors
+    from tooling.bench.search import store_texts, store_vectors, synthetic_records
 
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         work = Path(tmp)
@@ -64,11 +68,11 @@ async def bench_stack(
             client = EmbedderClient(embedder_address)
             await client.wait_for_info(60)
             rng = random.Random(seed)
-            texts = [synthetic_text(rng, i) for i in range(memories)]
+            texts, pairs = store_texts(rng, memories, real)
             records = synthetic_records(texts, rng)
             arrange(records)
             started = time.perf_counter()
-            vectors = await synthetic_vectors(client, texts, cache_dir)
+            vectors = await store_vectors(client, texts, pairs, cache_dir)
             vectors_s = time.perf_counter() - started
             stack_started = time.perf_counter()
             async with (
@@ -86,5 +90,7 @@ async def bench_stack(
                     **gateway_options,
                 ) as base_url,
             ):
-                yield BenchStack(work, db_url, client, stack, base_url, records, vectors_s, stack_started)
+                yield BenchStack(
+                    work, db_url, client, stack, base_url, records, texts, vectors, vectors_s, stack_started
+                )
             await client.close()

@@ -37,7 +37,7 @@ import asyncpg
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from hypermnesia.embedded_pg import EmbeddedPostgres, auto_shared_buffers_mb
+from hypermnesia.embedded_pg import EmbeddedPostgres, max_shared_buffers_mb
 from hypermnesia.embedder_client import EmbedderClient
 from tooling.process import free_port
 
@@ -133,6 +133,8 @@ class ServiceProcess:
     port: int
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
+    # Run the code of this checkout (another commit's, for a side-by-side bench) rather than ours.
+    code_root: Path | None = None
 
     @property
     def address(self) -> str:
@@ -145,9 +147,14 @@ class ServiceProcess:
 
     def start(self) -> None:
         with self.log_path.open("ab") as log:
+            env = self.env
+            if self.code_root is not None:
+                # `-m` puts the working directory first on the path: that checkout's packages win.
+                env = {**env, "PYTHONPATH": str(self.code_root)}
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "hypermnesia", "serve", self.name],
-                env=self.env,
+                env=env,
+                cwd=self.code_root,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -235,11 +242,11 @@ def _env(values: dict[str, Any]) -> dict[str, str]:
 
 @asynccontextmanager
 async def process_stack(
-    database_url: str, data_dir: Path, log_dir: Path, **overrides: Any
+    database_url: str, data_dir: Path, log_dir: Path, code_root: Path | None = None, **overrides: Any
 ) -> AsyncIterator[ProcessStack]:
     """Embedder, retrieval, curation and gateway as child processes on free loopback ports, in
     `up`'s order, each waited for; stopped (SIGTERM) on exit. `overrides` are HM_* settings by
-    field name for every service."""
+    field name for every service; `code_root` a checkout whose code they run (default ours)."""
     ports = {name: free_port() for name in SERVICES}
     addresses = {name: f"{LOOPBACK}:{port}" for name, port in ports.items()}
     common = {
@@ -267,7 +274,10 @@ async def process_stack(
         ),
     }
     log_dir.mkdir(parents=True, exist_ok=True)
-    procs = {name: ServiceProcess(name, common, ports[name], log_dir / f"{name}.log") for name in SERVICES}
+    procs = {
+        name: ServiceProcess(name, common, ports[name], log_dir / f"{name}.log", code_root=code_root)
+        for name in SERVICES
+    }
     stack = ProcessStack(database_url, **procs)
     try:
         for name in SERVICES:  # retrieval before curation: curation's Dialectic searches through it
@@ -656,8 +666,10 @@ async def run(
     if database_url:
         server_url = database_url
     else:
-        # A server of the bench's own, so its backends are the only ones counted as Postgres.
-        embedded = EmbeddedPostgres(root, shared_buffers_mb)
+        # A server of the bench's own, so its backends are the only ones counted as Postgres; while
+        # it builds the store, with the most cache the automatic size gives (the store's size is
+        # not known yet).
+        embedded = EmbeddedPostgres(root, shared_buffers_mb or max_shared_buffers_mb())
         server_url = embedded.url
     try:
         store = await ensure_store(server_url, data_dir, memories)
@@ -704,9 +716,7 @@ async def run(
         "pss_mb": {"idle": idle, "after": after},
         "cpu_seconds": cpu,
         "load_average": os.getloadavg()[0],
-        "shared_buffers_mb": (shared_buffers_mb or auto_shared_buffers_mb())
-        if embedded is not None
-        else None,
+        "shared_buffers_mb": embedded.shared_buffers_mb if embedded is not None else None,
     }
 
 

@@ -20,13 +20,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import random
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from http.client import HTTPConnection
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -45,7 +47,10 @@ from services.retrieval import repo
 from services.retrieval.filters import Prefilter
 from tooling.bench.embedder import bench_raw
 from tooling.bench.harness import bench_stack
-from tooling.local_stack import gateway_process
+from tooling.bench.load import postmaster_pid
+from tooling.bench.store_size import idle_memory_mb, index_sizes_mb, peak_postgres_memory
+from tooling.bench.synthesis import REAL_MEMORIES, derived_pairs, derived_text, derived_vectors, fidelity
+from tooling.local_stack import LocalStack, gateway_process
 
 # gRPC and REST are timed in this many alternating turns (see run).
 TURNS = 3
@@ -164,6 +169,25 @@ async def synthetic_vectors(embedder: EmbedderClient, texts: list[str], cache_di
     return vectors
 
 
+def store_texts(
+    rng: random.Random, memories: int, real: int = REAL_MEMORIES
+) -> tuple[list[str], list[tuple[int, int]]]:
+    """The store's texts: `real` synthetic sentences (their vectors come from the model), then one
+    derived text per memory past them (tooling/bench/synthesis.py); and the derived ones' parents."""
+    texts = [synthetic_text(rng, i) for i in range(min(memories, real))]
+    pairs = derived_pairs(rng, real, memories - real) if memories > real else []
+    texts += [derived_text(texts[a], texts[b], real + j) for j, (a, b) in enumerate(pairs)]
+    return texts, pairs
+
+
+async def store_vectors(
+    embedder: EmbedderClient, texts: list[str], pairs: list[tuple[int, int]], cache_dir: Path | None
+) -> np.ndarray:
+    """The real memories' vectors from the model (or the cache), then the derived ones'."""
+    real = await synthetic_vectors(embedder, texts[: len(texts) - len(pairs)], cache_dir)
+    return np.concatenate([real, derived_vectors(real, pairs, seed=len(texts))]) if pairs else real
+
+
 # Records per ImportRecords call: curation's limit (hypermnesia.validation.MAX_IMPORT_RECORDS).
 IMPORT_BATCH = 5000
 BENCH_CALLER = common_pb2.Caller(principal="bench", grants=["bench:*"])
@@ -259,8 +283,19 @@ def make_queries(count: int, rng: random.Random, seen: set[str]) -> list[Query]:
     return out
 
 
-async def build_scope_graphs(database_url: str) -> int:
-    """What curation does within a minute of a scope growing large (hypermnesia/scope_graphs.py)."""
+async def build_scope_graphs(database_url: str, maintenance_work_mem: str | None = None) -> int:
+    """What curation does within a minute of a scope growing large (hypermnesia/scope_graphs.py),
+    with the server's maintenance_work_mem or the one given (set on the database, so the build's
+    connection has it)."""
+    if maintenance_work_mem is not None:
+        conn = await asyncpg.connect(database_url)
+        try:
+            name = await conn.fetchval("SELECT current_database()")
+            await conn.execute(
+                f"ALTER DATABASE \"{name}\" SET maintenance_work_mem = '{maintenance_work_mem}'"
+            )
+        finally:
+            await conn.close()
     pool = await connect_pool(database_url, max_size=1)
     try:
         return len(await scope_graphs.ensure(pool, CurationSettings().scope_graph_rows))
@@ -268,12 +303,20 @@ async def build_scope_graphs(database_url: str) -> int:
         await pool.close()
 
 
-async def ann_recall(database_url: str, embedder: EmbedderClient, queries: list[Query]) -> dict[str, float]:
+# hnsw.ef_search values whose recall and dense-leg time are measured beside the service's own.
+EF_SEARCH_SWEEP = (40, 100, 200, 400)
+
+
+async def ann_recall(
+    database_url: str, embedder: EmbedderClient, queries: list[Query], sweep: tuple[int, ...] = ()
+) -> tuple[dict[str, float], dict[str, dict[str, dict[str, float]]]]:
     """recall@10 of the service's dense leg (repo.dense_leg: exact scan or iterative HNSW walk, as the
-    service picks for the filter, with the service's settings) against an exact scan, per shape."""
+    service picks for the filter, with the service's settings) against an exact scan, per shape;
+    and for each hnsw.ef_search of `sweep`, the leg's recall and median time (ms) per shape."""
     settings = RetrievalSettings()
     pool = await connect_pool(database_url, max_size=1)
     recalls: dict[str, list[float]] = {}
+    swept: dict[int, dict[str, tuple[list[float], list[float]]]] = {ef: {} for ef in sweep}
     try:
         for q in queries:
             (vector,) = await embedder.embed([q.text], QUERY, timeout_s=60)
@@ -293,11 +336,27 @@ async def ann_recall(database_url: str, embedder: EmbedderClient, queries: list[
             if not truth:
                 continue  # nothing matches the filter: no recall to measure
             # The leg hands its candidates on for fusion; its nearest 10 by exact distance count.
-            got = set(ann)
-            recalls.setdefault(q.shape, []).append(len(truth & got) / len(truth))
+            recalls.setdefault(q.shape, []).append(len(truth & set(ann)) / len(truth))
+            for ef in sweep:
+                async with pool.acquire() as conn:
+                    started = time.perf_counter()
+                    got = await repo.dense_leg(
+                        conn, replace(cq, ef_search=ef), vector, repo.ScopeSizes(ttl_s=0)
+                    )
+                    ms = (time.perf_counter() - started) * 1000
+                found, times = swept[ef].setdefault(q.shape, ([], []))
+                found.append(len(truth & set(got)) / len(truth))
+                times.append(ms)
     finally:
         await pool.close()
-    return {k: statistics.fmean(v) for k, v in sorted(recalls.items())}
+    by_ef = {
+        str(ef): {
+            shape: {"recall": statistics.fmean(found), "ms_p50": statistics.median(times)}
+            for shape, (found, times) in sorted(shapes.items())
+        }
+        for ef, shapes in swept.items()
+    }
+    return {k: statistics.fmean(v) for k, v in sorted(recalls.items())}, by_ef
 
 
 async def stage_medians(database_url: str, queries: list[Query]) -> dict[str, float]:
@@ -414,6 +473,13 @@ def with_fusion(queries: list[Query], fusion: str) -> list[Query]:
     return [Query(q.text, q.scopes, q.tags, fusion) for q in queries]
 
 
+# A store larger than this is also measured at this size in the same run, first (`at`).
+BESIDE = 100_000
+# maintenance_work_mem for the scope graphs' builds: a graph that fits builds in memory (pgvector
+# warns and slows down when it does not); a 100,000-row scope's graph is ~200 MB.
+BUILD_MEMORY = "512MB"
+
+
 async def run(
     memories: int,
     queries: int,
@@ -422,7 +488,13 @@ async def run(
     seed: int = 7,
     fusions: list[str] | None = None,
     deliveries: list[str] | None = None,
+    at: list[int] | None = None,
+    real: int = REAL_MEMORIES,
 ) -> dict:
+    """The store grows to each size of `at` (default: BESIDE when `memories` is larger) and then to
+    `memories`; at each, the scope graphs are built afresh (timed, Postgres's memory sampled) and
+    searches timed. Fusions and delivery-log arms are timed at the last size only."""
+    sizes = sorted({n for n in (at if at is not None else [BESIDE]) if 0 < n < memories}) + [memories]
     tokens = {"bench-token": {"principal": "bench", "scopes": ["bench:*"]}}
     async with bench_stack(
         memories,
@@ -437,27 +509,34 @@ async def run(
             scope_graph_rows=0,
         ),
         gateway_options=dict(auth_tokens=tokens, default_project="bench:project-0"),
+        real=real,
     ) as bench:
         stack, db_url, client, base_url = bench.stack, bench.db_url, bench.embedder, bench.base_url
-        await build_store(stack.curation_address, db_url, bench.records)
-        build_s = bench.vectors_s + time.perf_counter() - bench.stack_started
-        verified = await verify_store(db_url)
-        started = time.perf_counter()
-        graphs = await build_scope_graphs(db_url)
-        graphs_s = time.perf_counter() - started
+        postmaster = await postmaster_pid(db_url)
+        start_s = bench.vectors_s + time.perf_counter() - bench.stack_started  # vectors, stack start
         rng, seen = random.Random(seed + 1), set[str]()
-        qs = make_queries(queries, rng, seen)
-        rest_qs = make_queries(queries, rng, seen)
-        grpc_ms, rest_ms = [], []
-        # The two paths take turns, so a slow spell of this shared machine lands on both
-        # and their difference stays the gateway's own cost.
-        for turn in range(TURNS):
-            grpc_ms += await time_from_own_process(
-                "grpc", stack.retrieval_address, make_queries(10, rng, seen), qs[turn::TURNS]
+        steps: list[dict] = []
+        built = 0
+        for size in sizes:
+            step = await grow_store(stack.curation_address, db_url, bench.records[built:size], postmaster)
+            step["memories"] = built = size
+            if not steps:  # the first step's build includes the vectors and the stack's start
+                step["build_seconds"] += start_s
+            step["load_average"] = os.getloadavg()[0]  # this shared machine's business as searches start
+            step.update(await measure_searches(stack, db_url, client, base_url, queries, rng, seen))
+            # The machine's speed at this size: figures of two sizes compare only at a like speed.
+            step["raw_query_embedding_ms_p50"] = raw_query_embedding_ms(
+                bench.work / "models", make_queries(30, rng, seen)
             )
-            rest_ms += await time_from_own_process(
-                "rest", base_url, make_queries(10, rng, seen), rest_qs[turn::TURNS]
-            )
+            # The stack as it sits between searches: wait for the search log's writes to land.
+            await stack.searcher.drain()
+            await asyncio.sleep(2)
+            step["idle_pss_mb"] = idle_memory_mb(postmaster)
+            steps.append(step)
+        last = steps[-1]
+        qs = last.pop("_queries")
+        for step in steps[:-1]:
+            step.pop("_queries")
         # The searches so far logged their observations: one refit gives adaptive
         # fusion the estimates it reads (a lookup that finds a row, as in use).
         await stack.searcher.drain()
@@ -479,18 +558,24 @@ async def run(
         await stack.searcher.drain()  # search_log rows are written off the hot path
         fusion_stages = {f: await stage_medians(db_url, fq) for f, fq in fusion_qs.items()}
         stages = await stage_medians(db_url, qs)
-        recall = await ann_recall(db_url, client, qs[: min(len(qs), 150)])
         raw_ms = raw_query_embedding_ms(bench.work / "models", make_queries(60, rng, seen))
+        derived = len(bench.texts) - min(real, memories)
+        vectors: dict[str, Any] = {"real": min(real, memories), "derived": derived}
+        if derived:
+            sample = list(range(len(bench.texts) - derived, len(bench.texts)))[:: max(1, derived // 200)]
+            vectors["fidelity"] = await fidelity(
+                client, [bench.texts[i] for i in sample], bench.vectors[sample]
+            )
     return {
         "memories": memories,
         "queries": queries,
-        "build_seconds": build_s,
-        "raw_log_records_verified": verified,
-        "scope_graphs": graphs,
-        "scope_graphs_seconds": graphs_s,
-        "grpc_ms": summarise(grpc_ms),
-        "rest_ms": summarise(rest_ms),
-        "ann_recall_at_10": recall,
+        "build_seconds": sum(step["build_seconds"] for step in steps),
+        "raw_log_records_verified": last["raw_log_records_verified"],
+        "scope_graphs": last["scope_graphs"],
+        "scope_graphs_seconds": last["graphs_seconds"],
+        "grpc_ms": last["grpc_ms"],
+        "rest_ms": last["rest_ms"],
+        "ann_recall_at_10": last["ann_recall_at_10"],
         "grpc_stage_ms_p50": stages,
         "grpc_ms_by_fusion": {f: summarise(t) for f, t in by_fusion.items()},
         "grpc_stage_ms_p50_by_fusion": fusion_stages,
@@ -499,6 +584,86 @@ async def run(
             arm: {**summarise(t), "p95_by_turn": _p95_by_turn(t, -(-len(t) // DELIVERY_TURNS))}
             for arm, t in by_deliveries.items()
         },
+        "vectors": vectors,
+        "build_memory": BUILD_MEMORY,
+        "steps": steps,
+    }
+
+
+async def grow_store(
+    curation_address: str, db_url: str, records: list[curation_pb2.RecordInput], postmaster: int | None
+) -> dict:
+    """Import `records` into the store (its scope graphs dropped first, so each size's graphs are
+    built whole, as a new scope's would be), verify the raw log, build the scope graphs; times and
+    Postgres's peak memory of each part."""
+    conn = await asyncpg.connect(db_url)
+    try:
+        for name in await conn.fetch(
+            "SELECT relname FROM pg_class WHERE relname LIKE $1 AND relkind = 'i'", scope_graphs.PREFIX + "%"
+        ):
+            await conn.execute(f'DROP INDEX "{name["relname"]}"')
+    finally:
+        await conn.close()
+    started = time.perf_counter()
+    async with peak_postgres_memory(postmaster) as import_peak:
+        await build_store(curation_address, db_url, records)
+    import_s = time.perf_counter() - started
+    verified = await verify_store(db_url)
+    started = time.perf_counter()
+    async with peak_postgres_memory(postmaster) as graphs_peak:
+        graphs = await build_scope_graphs(db_url, BUILD_MEMORY)
+    graphs_s = time.perf_counter() - started
+    conn = await asyncpg.connect(db_url)
+    try:
+        sizes = await index_sizes_mb(conn)
+    finally:
+        await conn.close()
+    return {
+        "imported": len(records),
+        "import_seconds": import_s,
+        "build_seconds": import_s,
+        "raw_log_records_verified": verified,
+        "scope_graphs": graphs,
+        "graphs_seconds": graphs_s,
+        "sizes_mb": sizes,
+        "postgres_peak_mb": {
+            "import_pss": import_peak.pss_mb,
+            "import_largest_rss": import_peak.rss_max_process_mb,
+            "graphs_pss": graphs_peak.pss_mb,
+            "graphs_largest_rss": graphs_peak.rss_max_process_mb,
+        },
+    }
+
+
+async def measure_searches(
+    stack: LocalStack,
+    db_url: str,
+    client: EmbedderClient,
+    base_url: str,
+    queries: int,
+    rng: random.Random,
+    seen: set[str],
+) -> dict:
+    """gRPC and REST timed in turns, each with new queries, and the dense leg's recall."""
+    qs = make_queries(queries, rng, seen)
+    rest_qs = make_queries(queries, rng, seen)
+    grpc_ms, rest_ms = [], []
+    # The two paths take turns, so a slow spell of this shared machine lands on both
+    # and their difference stays the gateway's own cost.
+    for turn in range(TURNS):
+        grpc_ms += await time_from_own_process(
+            "grpc", stack.retrieval_address, make_queries(10, rng, seen), qs[turn::TURNS]
+        )
+        rest_ms += await time_from_own_process(
+            "rest", base_url, make_queries(10, rng, seen), rest_qs[turn::TURNS]
+        )
+    recall, by_ef = await ann_recall(db_url, client, qs[: min(len(qs), 150)], EF_SEARCH_SWEEP)
+    return {
+        "grpc_ms": summarise(grpc_ms),
+        "rest_ms": summarise(rest_ms),
+        "ann_recall_at_10": recall,
+        "ann_by_ef_search": by_ef,
+        "_queries": qs,
     }
 
 
@@ -638,7 +803,71 @@ def format_table(result: dict) -> str:
     lines += ["", "| dense leg recall@10 vs exact (same filters) | value |", "|---|---|"]
     for name, value in recall.items():
         lines.append(f"| {name} | {value:.3f} |")
-    return "\n".join(lines)
+    return "\n".join(lines + format_steps(result))
+
+
+def format_steps(result: dict) -> list[str]:
+    """The store at each size of the run, side by side: its build, its size, Postgres's memory,
+    search through REST, the dense leg's recall (and per hnsw.ef_search), the idle stack."""
+    steps, v = result["steps"], result["vectors"]
+    lines = [
+        "",
+        f"The store at each size, same run (vectors: {v['real']:,} real, {v['derived']:,} derived"
+        " from two real ones each, tooling/bench/synthesis.py; queries embedded for real):",
+    ]
+    if "fidelity" in v:
+        f = v["fidelity"]
+        lines.append(
+            f"derived vector vs the model's vector of its text, cosine over {f['sample']:.0f}: p50"
+            f" {f['cosine_p50']:.3f}, min {f['cosine_min']:.3f} (two unrelated memories:"
+            f" {f['unrelated_cosine_p50']:.3f})"
+        )
+    lines += [
+        "",
+        "| memories | import s (rec/s) | scope graphs: built in s | table / global HNSW / scope HNSW MB"
+        " | Postgres peak PSS MB: import / graphs (largest backend RSS) | REST p50 / p95 / p99 ms"
+        " | recall@10: 1 scope / + tag / all | idle PSS MB: Postgres / embedder / gateway"
+        " | load average; raw query embedding p50 ms |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for st in steps:
+        sz, pk, rest, rc, idle = (
+            st["sizes_mb"],
+            st["postgres_peak_mb"],
+            st["rest_ms"],
+            st["ann_recall_at_10"],
+            st["idle_pss_mb"],
+        )
+        recall = " / ".join(
+            f"{rc.get(shape, float('nan')):.3f}" for shape in ("1 scope", "1 scope + 1 tag", "all 10 scopes")
+        )
+        lines.append(
+            f"| {st['memories']:,} | {st['import_seconds']:.0f} ({st['imported'] / max(st['import_seconds'], 1e-9):.0f})"
+            f" | {st['scope_graphs']} in {st['graphs_seconds']:.0f} | {sz['table']:.0f} / {sz['global_hnsw']:.0f} / {sz['scope_hnsw']:.0f}"
+            f" | {pk['import_pss']:.0f} / {pk['graphs_pss']:.0f} ({pk['graphs_largest_rss']:.0f})"
+            f" | {rest['p50']:.1f} / {rest['p95']:.1f} / {rest['p99']:.1f} | {recall}"
+            f" | {idle.get('postgres', float('nan')):.0f} / {idle.get('embedder', float('nan')):.0f} / {idle.get('gateway', float('nan')):.0f}"
+            f" | {st['load_average']:.1f}; {st['raw_query_embedding_ms_p50']:.1f} |"
+        )
+    if len(steps) > 1:
+        first, last = steps[0]["rest_ms"], steps[-1]["rest_ms"]
+        lines.append(
+            f"\nREST p95 at {steps[-1]['memories']:,} / at {steps[0]['memories']:,}: {last['p95'] / first['p95']:.2f}x"
+            f" (p50 {last['p50'] / first['p50']:.2f}x); scope graphs built with maintenance_work_mem {result['build_memory']}"
+        )
+    lines += [
+        "",
+        "| memories | hnsw.ef_search | dense leg recall@10 (ms p50): 1 scope / + tag / all |",
+        "|---|---|---|",
+    ]
+    for st in steps:
+        for ef, shapes in st["ann_by_ef_search"].items():
+            cells = " / ".join(
+                f"{shapes[shape]['recall']:.3f} ({shapes[shape]['ms_p50']:.1f})" if shape in shapes else "-"
+                for shape in ("1 scope", "1 scope + 1 tag", "all 10 scopes")
+            )
+            lines.append(f"| {st['memories']:,} | {ef} | {cells} |")
+    return lines
 
 
 def main(
@@ -649,9 +878,10 @@ def main(
     as_json: bool,
     fusions: list[str] | None = None,
     deliveries: list[str] | None = None,
+    at: list[int] | None = None,
 ) -> None:
     result = asyncio.run(
-        run(memories, queries, database_url, cache_dir, fusions=fusions, deliveries=deliveries)
+        run(memories, queries, database_url, cache_dir, fusions=fusions, deliveries=deliveries, at=at)
     )
     print(json.dumps(result, indent=2) if as_json else format_table(result))
 

@@ -39,7 +39,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
     from hypermnesia.settings import CommonSettings
     from hypermnesia.wording import count
     from tooling.console import configure_logging, load_settings
-    from tooling.evaluation.run import depth_for, evaluate, format_bar, format_table
+    from tooling.evaluation.run import depth_for, evaluate, format_bar, format_categories, format_table
 
     if args.dataset == DEDUPE:
         cmd_eval_dedupe(args)
@@ -58,18 +58,39 @@ def cmd_eval(args: argparse.Namespace) -> None:
             settings.database_url,
             concurrency=args.concurrency or 8,
             max_corpora=args.corpora,
+            time_boosts=args.time_boosts,
         )
     )
     if args.json:
-        print(
-            json.dumps([r.__dict__ | {"queries_per_second": r.queries_per_second} for r in results], indent=2)
-        )
+        print(json.dumps([_result_json(r) for r in results], indent=2))
     else:
         print(f"{args.dataset}: {count(results[0].questions, 'question')}, k={depth_for(args.dataset)}")
         print(format_table(args.dataset, results))
         bar = format_bar(args.dataset, results)
         if bar:
             print(bar)
+        details = format_categories(args.dataset, results)
+        if details:
+            print(details)
+
+
+def _result_json(r: Any) -> dict[str, Any]:
+    return r.__dict__ | {
+        "queries_per_second": r.queries_per_second,
+        "splits": {name: _result_json(s) for name, s in r.splits.items()},
+    }
+
+
+def _boosts(text: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or any(not 0.0 <= v <= 10.0 for v in values):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give weights between 0 and 10, comma-separated (e.g. 0,0.05,0.1)"
+        )
+    return values
 
 
 def cmd_eval_dedupe(args: argparse.Namespace) -> None:
@@ -173,6 +194,13 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
         default=None,
         help="with --ask: relevance floors to measure, comma-separated (default HM_DIALECTIC_MIN_SIMILARITY's default)",
     )
+    ev.add_argument(
+        "--time-boosts",
+        type=_boosts,
+        default=None,
+        help="measure each fusion under each of these HM_TIME_BOOST weights, comma-separated, side "
+        "by side over one import (the sweep that chooses it; default: the setting's value)",
+    )
     ev.add_argument("--json", action="store_true")
     ev.set_defaults(func=cmd_eval)
     register_bench(bench)
@@ -193,6 +221,7 @@ def cmd_bench_search(args: argparse.Namespace) -> None:
         args.json,
         fusions=args.fusions,
         deliveries=args.deliveries,
+        at=args.at,
     )
 
 
@@ -215,6 +244,14 @@ def register_bench(bench: argparse._SubParsersAction) -> None:
         metavar="ARM",
         help="also time REST through a gateway with the delivery log on and one with it off, side by "
         "side in one run, taking turns (on, off)",
+    )
+    b.add_argument(
+        "--at",
+        nargs="*",
+        type=int,
+        metavar="MEMORIES",
+        help="also measure the store at these smaller sizes first, in the same run, as it grows "
+        "(default: 100000 when --memories is larger; none with the flag alone)",
     )
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench_search)

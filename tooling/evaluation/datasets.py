@@ -3,6 +3,9 @@
 LoCoMo (turn level): one isolated scope per conversation; each dialog turn is one conversation
 record `"<speaker>: <text>"` (+ `[shares a photo: <caption>]`) in its session's thread, dated by
 its session; questions of categories 1-4 with normalised evidence turn ids.
+LoCoMo's question categories (its authors' scoring code; CATEGORIES): 1 multi-hop, 2 temporal,
+3 open-domain, 4 single-hop, 5 adversarial (no answer in the conversation: left out). Its ten
+conversations split in two: 1-5 decide constants (dev), 6-10 are held out (LOCOMO_SPLITS).
 SciFact (BEIR): the corpus as documents (title as description, abstract as content), the test
 queries and their relevance judgements; `scifact-train` the same corpus with the train queries.
 LoCoMo-proactive: what a prompt hook sends. The query is the dialogue before an evidence turn (3-6
@@ -23,6 +26,9 @@ from pathlib import Path
 
 from hypermnesia.errors import StartupError
 
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+# Which conversations (1-based, in the file's order) decide constants and which are held out.
+LOCOMO_SPLITS = {"dev": range(1, 6), "held-out": range(6, 11)}
 _SESSION_KEY = re.compile(r"session_(\d+)")
 _EVIDENCE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
 
@@ -34,6 +40,7 @@ class Doc:
     description: str = ""
     thread_id: str = ""
     created_at: datetime | None = None
+    speaker: str = ""  # a conversation turn's speaker
 
 
 @dataclass
@@ -41,6 +48,8 @@ class Question:
     text: str
     relevant: dict[str, int]  # doc ref -> grade
     category: int = 0
+    # When it is asked, if not at its corpus's `now` (a proactive query: the time of its dialogue).
+    now: datetime | None = None
 
 
 @dataclass
@@ -48,6 +57,9 @@ class Corpus:
     name: str  # becomes part of the scope
     docs: list[Doc] = field(default_factory=list)
     questions: list[Question] = field(default_factory=list)
+    # The time its questions are asked at, which their relative dates are read against ("last
+    # year"): LoCoMo's questions carry no date, so its conversation's last session's.
+    now: datetime | None = None
 
 
 def _need(path: Path) -> Path:
@@ -99,8 +111,10 @@ def load_locomo(data_dir: Path) -> list[Corpus]:
                         content=text,
                         thread_id=f"session-{number}",
                         created_at=start + timedelta(seconds=index),
+                        speaker=turn["speaker"],
                     )
                 )
+        corpus.now = max(d.created_at for d in corpus.docs if d.created_at)
         refs = {d.ref for d in corpus.docs}
         for qa in sample["qa"]:
             if qa.get("category") not in (1, 2, 3, 4):
@@ -175,12 +189,20 @@ def load_locomo_proactive(data_dir: Path) -> list[Corpus]:
             used.update(window)
             used.add(at)
             text = "\n".join(d.content for d in docs)
-            questions.append(Question(text=text, relevant={ref: 1}, category=2 if turns > 6 else 1))
+            questions.append(
+                Question(
+                    text=text,
+                    relevant={ref: 1},
+                    category=2 if turns > 6 else 1,
+                    now=corpus.docs[at].created_at,
+                )
+            )
         out.append(
             Corpus(
                 name=corpus.name.replace("locomo:", "locomo-proactive:"),
                 docs=[d for d in corpus.docs if d.ref not in held_out],
                 questions=questions,
+                now=corpus.now,
             )
         )
     return out

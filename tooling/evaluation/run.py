@@ -4,7 +4,15 @@ curation (`ImportRecords`) and retrieval (`Search`) on loopback gRPC, then ranki
 As a store is used: after the import, a calibration pass asks every question once (its answers
 are not scored; the searches log their observations, as any search does), one refit of adaptive
 fusion's estimates follows (services/curation/fusion_refits.py, as `hypermnesia fusion refit`
-runs it; it reads no labels), and then each fusion's measured pass asks every question again."""
+runs it; it reads no labels), and then each fusion's measured pass asks every question again.
+
+Conversation sets are scored at two levels: the turn (each evidence turn a relevant memory) and
+the session, as the LongMemEval scripts score it: a question's relevant sessions are those holding
+its evidence turns, the ranked turns are read as the distinct sessions they belong to in rank order
+(the first hit of a session places it), and recall@5/10 and nDCG@10 are taken over those. LoCoMo's
+figures are also given per question category and per split (conversations 1-5 dev, 6-10 held out).
+Each question's relative dates are read against its corpus's `now` (the conversation's last
+session for LoCoMo), passed as the search's reference_time."""
 
 from __future__ import annotations
 
@@ -14,7 +22,7 @@ import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +65,15 @@ def depth_for(dataset: str) -> int:
     return 100 if dataset.startswith("scifact") else 10
 
 
+# Conversation sets are searched this deep so that their session-level top 10 has ten distinct
+# sessions to rank; their turn-level figures read the first depth_for(dataset) hits.
+SESSION_DEPTH = 50
+
+
+def search_depth(dataset: str) -> int:
+    return SESSION_DEPTH if RECORD_TYPE[dataset] == "conversation" else depth_for(dataset)
+
+
 IMPORT_BATCH = 500
 CALLER = common_pb2.Caller(principal="eval", grants=["eval:*"])
 
@@ -66,6 +83,10 @@ class FusionResult:
     fusion: str
     metrics: dict[str, float]
     by_category: dict[int, float] = field(default_factory=dict)
+    # Per category: its question count and its figures (turn R@10, session S-R@5/S-R@10/S-nDCG@10).
+    categories: dict[int, dict[str, float]] = field(default_factory=dict)
+    # LoCoMo's dev and held-out conversations scored apart (LOCOMO_SPLITS).
+    splits: dict[str, FusionResult] = field(default_factory=dict)
     questions: int = 0
     search_seconds: float = 0.0
     # Questions answered lexical-only because the query embedding missed its deadline.
@@ -92,6 +113,7 @@ async def _import(
                 source_ref=d.ref,
                 thread_id=d.thread_id,
                 created_at=optional_timestamp(d.created_at),
+                speaker=d.speaker,
             )
             for d in batch
         ]
@@ -127,6 +149,7 @@ async def _search_all(
                     fusion=fusion,
                     min_similarity=0.0,
                     relative_cutoff=0.0,
+                    reference_time=optional_timestamp(question.now or corpus.now),
                 ),
                 timeout=60,
             )
@@ -135,7 +158,17 @@ async def _search_all(
     return await asyncio.gather(*(one(q) for q in corpus.questions))
 
 
-def _score(
+def _sessions(order: list[str], session_of: dict[str, str]) -> list[str]:
+    """The distinct sessions of ranked turns, in the order their first turn comes."""
+    seen: dict[str, None] = {}
+    for ref in order:
+        session = session_of.get(ref)
+        if session:
+            seen.setdefault(session, None)
+    return list(seen)
+
+
+def score_ranked(
     dataset: str,
     corpora: list[datasets.Corpus],
     ranked: list[list[tuple[list[str], bool]]],
@@ -143,13 +176,16 @@ def _score(
     fusion: str,
     seconds: float,
 ) -> FusionResult:
+    depth = depth_for(dataset)
     rows: dict[str, list[float]] = defaultdict(list)
-    per_category: dict[int, list[float]] = defaultdict(list)
+    per_category: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     degraded = 0
     for corpus, runs, mapping in zip(corpora, ranked, refs, strict=True):
+        session_of = {d.ref: d.thread_id for d in corpus.docs if d.thread_id}
         for question, (ids, was_degraded) in zip(corpus.questions, runs, strict=True):
             degraded += int(was_degraded)
-            order = [mapping.get(i, "") for i in ids]
+            ranked_refs = [mapping.get(i, "") for i in ids]
+            order = ranked_refs[:depth]  # the turn level reads what it always read
             rel = question.relevant
             for k in (1, 5, 10):
                 rows[f"R@{k}"].append(recall_at(order, rel, k))
@@ -157,16 +193,57 @@ def _score(
             rows["nDCG@10"].append(ndcg_at(order, rel, 10))
             if dataset.startswith("scifact"):
                 rows["R@100"].append(recall_at(order, rel, 100))
+            figures = {"R@10": recall_at(order, rel, 10)}
+            if session_of:
+                sessions = _sessions(ranked_refs, session_of)
+                wanted = {session_of[ref]: 1 for ref in rel if ref in session_of}
+                figures |= {
+                    "S-R@5": recall_at(sessions, wanted, 5),
+                    "S-R@10": recall_at(sessions, wanted, 10),
+                    "S-nDCG@10": ndcg_at(sessions, wanted, 10),
+                }
+                for name in ("S-R@5", "S-R@10", "S-nDCG@10"):
+                    rows[name].append(figures[name])
             if question.category:
-                per_category[question.category].append(recall_at(order, rel, 10))
+                for name, value in figures.items():
+                    per_category[question.category][name].append(value)
     return FusionResult(
         fusion=fusion,
         metrics={name: sum(v) / len(v) for name, v in rows.items()},
-        by_category={c: sum(v) / len(v) for c, v in sorted(per_category.items())},
+        by_category={c: sum(v["R@10"]) / len(v["R@10"]) for c, v in sorted(per_category.items())},
+        categories={
+            c: {"questions": float(len(v["R@10"]))} | {name: sum(x) / len(x) for name, x in v.items()}
+            for c, v in sorted(per_category.items())
+        },
         questions=len(rows["MRR"]),
         search_seconds=seconds,
         degraded=degraded,
     )
+
+
+def score_with_splits(
+    dataset: str,
+    corpora: list[datasets.Corpus],
+    ranked: list[list[tuple[list[str], bool]]],
+    refs: list[dict[str, str]],
+    fusion: str,
+    seconds: float,
+) -> FusionResult:
+    """The whole set's figures, and for LoCoMo each split's (dev: conversations 1-5; held out: 6-10)."""
+    result = score_ranked(dataset, corpora, ranked, refs, fusion, seconds)
+    if dataset == "locomo":
+        for split, numbers in datasets.LOCOMO_SPLITS.items():
+            chosen = [n - 1 for n in numbers if n <= len(corpora)]
+            if chosen:
+                result.splits[split] = score_ranked(
+                    dataset,
+                    [corpora[n] for n in chosen],
+                    [ranked[n] for n in chosen],
+                    [refs[n] for n in chosen],
+                    fusion,
+                    0.0,
+                )
+    return result
 
 
 @dataclass
@@ -241,26 +318,46 @@ async def evaluate(
     work_dir: Path | None = None,
     concurrency: int = 8,
     max_corpora: int | None = None,
+    time_boosts: list[float] | None = None,
 ) -> list[FusionResult]:
-    k = depth_for(dataset)
+    """Each fusion's figures; with `time_boosts`, each fusion under each time boost weight (the
+    sweep that chooses HM_TIME_BOOST, set on the in-process searcher between passes) instead of
+    under the service's setting."""
+    k = search_depth(dataset)
     async with loaded(dataset, data_dir, database_url, work_dir, max_corpora) as run:
         await calibrate(run, k, concurrency)
         results = []
+        configured = run.searcher.weights
         for fusion in fusions:
-            started = time.perf_counter()
-            ranked = [
-                await _search_all(run.retrieval, c, f"eval:{c.name}", fusion, k, concurrency)
-                for c in run.corpora
-            ]
-            seconds = time.perf_counter() - started
-            results.append(_score(dataset, run.corpora, ranked, run.refs, fusion, seconds))
+            for boost in time_boosts if time_boosts is not None else [None]:
+                label = fusion
+                if boost is not None:
+                    run.searcher.weights = {m: replace(w, time=boost) for m, w in configured.items()}
+                    label = f"{fusion} time {boost:g}"
+                started = time.perf_counter()
+                ranked = [
+                    await _search_all(run.retrieval, c, f"eval:{c.name}", fusion, k, concurrency)
+                    for c in run.corpora
+                ]
+                seconds = time.perf_counter() - started
+                results.append(score_with_splits(dataset, run.corpora, ranked, run.refs, label, seconds))
+        run.searcher.weights = configured
         return results
+
+
+SESSION_NAMES = ["S-R@5", "S-R@10", "S-nDCG@10"]
+
+
+def _category(c: int) -> str:
+    return datasets.CATEGORIES.get(c, f"cat {c}")
 
 
 def format_table(dataset: str, results: list[FusionResult]) -> str:
     names = ["R@1", "R@5", "R@10", "MRR", "nDCG@10"] + (["R@100"] if dataset.startswith("scifact") else [])
+    names += [n for n in SESSION_NAMES if any(n in r.metrics for r in results)]
     categories = sorted({c for r in results for c in r.by_category})
-    header = ["fusion", *names, *[f"R@10 cat {c}" for c in categories], "queries/s", "lexical-only"]
+    label = _category if dataset == "locomo" else lambda c: f"cat {c}"
+    header = ["fusion", *names, *[f"R@10 {label(c)}" for c in categories], "queries/s", "lexical-only"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in results:
         cells = [
@@ -272,6 +369,38 @@ def format_table(dataset: str, results: list[FusionResult]) -> str:
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def format_categories(dataset: str, results: list[FusionResult]) -> str:
+    """LoCoMo per split and category: turn R@10 and the session level, one row per fusion."""
+    if dataset != "locomo":
+        return ""
+    out = []
+    for split in ("dev", "held-out"):
+        rows = [(r.fusion, r.splits[split]) for r in results if split in r.splits]
+        if not rows:
+            continue
+        conversations = datasets.LOCOMO_SPLITS[split]
+        first = rows[0][1]
+        out.append(
+            f"\n{split} (conversations {conversations.start}-{conversations.stop - 1}), "
+            f"{first.questions} questions: R@10 / S-R@5 / S-R@10 / S-nDCG@10"
+        )
+        categories = sorted(first.categories)
+        header = [
+            "fusion",
+            "all",
+            *[f"{_category(c)} ({int(first.categories[c]['questions'])})" for c in categories],
+        ]
+        out += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for fusion, r in rows:
+            cells = [fusion, " / ".join(f"{r.metrics[n]:.3f}" for n in ["R@10", *SESSION_NAMES])]
+            cells += [
+                " / ".join(f"{r.categories[c].get(n, 0.0):.3f}" for n in ["R@10", *SESSION_NAMES])
+                for c in categories
+            ]
+            out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
 
 
 def format_bar(dataset: str, results: list[FusionResult], default: str | None = None) -> str:
