@@ -61,21 +61,26 @@ ui: install
 	$(NPM) run --prefix ui build
 
 # What the tests need from Debian: promtool (tests/test_deploy.py checks the alert rules with it;
-# the prometheus package without its recommends, which would add the node exporter) and Chromium
-# (tests/test_ui.py drives it). Installing needs root, as CI has; otherwise the line to run is printed.
+# the prometheus package without its recommends, which would add the node exporter), Chromium
+# (tests/test_ui.py drives it) and WordNet's dictionary (wordnet-base: the dedupe eval's labelled
+# pairs, tests/test_eval_dedupe.py). Installing needs root, as CI has; otherwise the line to run
+# is printed.
 NEED_PROMTOOL := $(if $(shell command -v promtool),,prometheus)
 NEED_CHROMIUM := $(if $(wildcard /usr/bin/chromium),,chromium)
+NEED_WORDNET := $(if $(wildcard /usr/share/wordnet/index.noun),,wordnet-base)
 
 system-deps:
-	@test -z "$(strip $(NEED_PROMTOOL) $(NEED_CHROMIUM))" && exit 0; \
+	@test -z "$(strip $(NEED_PROMTOOL) $(NEED_CHROMIUM) $(NEED_WORDNET))" && exit 0; \
 	if [ "$$(id -u)" != 0 ]; then \
-	  echo "the tests need Debian packages: sudo apt-get install $(strip $(NEED_PROMTOOL) $(NEED_CHROMIUM))"; exit 1; \
+	  echo "the tests need Debian packages: sudo apt-get install $(strip $(NEED_PROMTOOL) $(NEED_CHROMIUM) $(NEED_WORDNET))"; exit 1; \
 	fi; \
 	apt-get update -q; \
 	if [ -n "$(NEED_PROMTOOL)" ]; then \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus || exit 1; fi; \
 	if [ -n "$(NEED_CHROMIUM)" ]; then \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium || exit 1; fi
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium || exit 1; fi; \
+	if [ -n "$(NEED_WORDNET)" ]; then \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends wordnet-base || exit 1; fi
 
 test: install $(CLIENTS_STAMP) $(UI_TESTS_STAMP) system-deps
 	$(WITH_NODE) $(BIN)/python -m pytest
