@@ -49,3 +49,40 @@ def test_bench_load_refuses_unbounded_runs(model_cache: Path) -> None:
     done = _hypermnesia(model_cache, "--memories", "300", "--clients", "0", timeout=60)
     assert done.returncode == 1
     assert "--clients must be between 1 and 256, not 0" in done.stderr
+
+
+def test_bench_load_runs_a_baseline_checkout_on_the_same_store_taking_turns(
+    model_cache: Path, tmp_path: Path
+) -> None:
+    from tooling.bench.load import format_runs
+
+    # Any checkout serves as the baseline; this one's own root keeps the test independent of history.
+    root = Path(__file__).resolve().parents[1]
+    done = _hypermnesia(
+        model_cache, "--memories", "300", "--clients", "2", "--duration", "2", "--baseline", str(root),
+        "--rounds", "2", "--json", timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert [(r["round"], r["code"]) for r in result["runs"]] == [
+        (1, "this"), (1, "baseline"), (2, "baseline"), (2, "this")
+    ]  # fmt: skip
+    for run in result["runs"]:
+        assert run["errors"] == 0 and run["throughput_rps"] > 0
+        per_request = run["cpu_ms_per_request"]
+        assert per_request["total"] > 0 and per_request["postgres"] > 0, per_request
+    this, base = result["by_code"]["this"], result["by_code"]["baseline"]
+    assert this["runs"] == base["runs"] == 2 and len(base["cpu_ms_per_request"]) == 2
+    assert set(this["vs_baseline"]) == {
+        "throughput_rps",
+        "search_p95_ms",
+        "cpu_ms_per_request",
+        "idle_pss_mb",
+    }
+    table = format_runs(result)
+    assert "## round 2, baseline " in table and "this checkout against the baseline" in table
+    assert "| this | 2 |" in table and "| baseline | 2 |" in table
+
+    not_a_checkout = _hypermnesia(model_cache, "--memories", "300", "--baseline", str(tmp_path), timeout=60)
+    assert not_a_checkout.returncode == 1
+    assert "is not a hypermnesia checkout" in not_a_checkout.stderr

@@ -109,6 +109,7 @@ COMMAND_MODULES = (
     "tooling.commands.load",
     "tooling.commands.import_bench",
     "tooling.bench.viz",
+    "tooling.bench.small_scopes",
     "tooling.bench.consolidation",
     "tooling.bench.replica_lag",
     "tooling.bench.tools",

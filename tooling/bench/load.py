@@ -52,6 +52,7 @@ SERVICES = ("embedder", "retrieval", "curation", "gateway")
 MAX_MEMORIES = 1_000_000
 MAX_CLIENTS = 256
 MAX_DURATION_S = 600.0
+MAX_ROUNDS = 10
 
 
 # --- processes -------------------------------------------------------------------------------
@@ -570,7 +571,12 @@ async def ensure_store(server_url: str, data_dir: Path, memories: int) -> dict[s
                 await client.close()
             async with (
                 known_vectors_embedder(dict(zip(texts, vectors, strict=True)), embedder_address) as known,
-                local_stack(url, embedder_address, Path(tmp), curation_embedder_address=known) as stack,
+                # The scope graphs are built below, after the import's VACUUM: curation's own pass
+                # building one concurrently deadlocked with that VACUUM (Postgres broke it, and the
+                # pass retried a minute later).
+                local_stack(
+                    url, embedder_address, Path(tmp), curation_embedder_address=known, scope_graph_rows=0
+                ) as stack,
             ):
                 await build_store(stack.curation_address, url, records)
     await verify_store(url)
@@ -658,7 +664,11 @@ async def run(
     database_url: str | None,
     data_dir: Path,
     shared_buffers_mb: int = 0,
+    baseline: Path | None = None,
+    rounds: int = 1,
 ) -> dict[str, Any]:
+    """One run, or with `baseline` (another checkout) or `rounds` > 1, several on the same store:
+    {"runs": [...], "by_code": ...}, this checkout's and the baseline's taking turns."""
     check_bounds(memories, clients, duration_s)
     root = data_dir / "bench-load"
     root.mkdir(parents=True, exist_ok=True)
@@ -671,53 +681,107 @@ async def run(
         # not known yet).
         embedded = EmbeddedPostgres(root, shared_buffers_mb or max_shared_buffers_mb())
         server_url = embedded.url
+    arms: list[tuple[str, Path | None]] = [("this", None)] + ([("baseline", baseline)] if baseline else [])
+    runs: list[dict[str, Any]] = []
     try:
         store = await ensure_store(server_url, data_dir, memories)
-        if embedded is not None:
-            # Started afresh, as a user's stack starts: the idle figure must not count the buffers
-            # that building or checking the template filled (hundreds of MB at 100,000).
-            embedded.close()
-            embedded = EmbeddedPostgres(root, shared_buffers_mb)
-            server_url = embedded.url
-        async with store_copy(server_url, store["database"]) as url:
-            postmaster = await postmaster_pid(url)
-            with tempfile.TemporaryDirectory(prefix="hm-load-") as tmp:
-                async with process_stack(
-                    url,
-                    data_dir,
-                    Path(tmp) / "logs",
-                    # The gateway's per-token rate limits would measure themselves: off.
-                    rate_writes_per_min=0,
-                    rate_searches_per_min=0,
-                ) as stack:
-                    warm = Load(stack.base_url, clients=1, max_requests=20)
-                    await warm.run(duration_s)  # first connections, first query plans
-                    await settle()
-                    idle = await memory_snapshot(stack, postmaster)
-                    lone = Load(stack.base_url, clients=1, search_share=0.0, max_requests=LONE_SAVES)
-                    lone_s = await lone.run(duration_s)
-                    load = Load(stack.base_url, clients=clients)
-                    cpu_before = cpu_snapshot(stack, postmaster)
-                    seconds = await load.run(duration_s)
-                    cpu = cpu_used(cpu_before, cpu_snapshot(stack, postmaster))
-                    after = await memory_snapshot(stack, postmaster)
+        for i in range(rounds):
+            # Taking turns (this, baseline; then baseline, this), so a slow spell of the machine
+            # lands on both.
+            for code, code_root in arms if i % 2 == 0 else arms[::-1]:
+                if embedded is not None:
+                    # Started afresh, as a user's stack starts: the idle figure must not count the
+                    # buffers that building the template or the last run filled.
+                    embedded.close()
+                    embedded = EmbeddedPostgres(root, shared_buffers_mb)
+                    server_url = embedded.url
+                result = await one_run(
+                    server_url, store["database"], data_dir, clients, duration_s, code_root
+                )
+                runs.append({"code": code, "round": i + 1, **result})
     finally:
         if embedded is not None:
             embedded.close()
-    summary = summarise(load.samples, seconds)
-    lone_summary = summarise(lone.samples, lone_s)
-    return {
+    common = {
         "memories": memories,
         "clients": clients,
         "duration_s": duration_s,
         "store": store,
+        "shared_buffers_mb": embedded.shared_buffers_mb if embedded is not None else None,
+    }
+    if len(runs) == 1:
+        return {**common, **runs[0]}
+    return {**common, "baseline": str(baseline) if baseline else None, "runs": runs, "by_code": by_code(runs)}
+
+
+async def one_run(
+    server_url: str, template: str, data_dir: Path, clients: int, duration_s: float, code_root: Path | None
+) -> dict[str, Any]:
+    """The stack (this checkout's code, or `code_root`'s) on a fresh copy of the store: idle
+    memory, a lone client's saves, then the load, with each process's CPU during it."""
+    async with store_copy(server_url, template) as url:
+        postmaster = await postmaster_pid(url)
+        with tempfile.TemporaryDirectory(prefix="hm-load-") as tmp:
+            async with process_stack(
+                url,
+                data_dir,
+                Path(tmp) / "logs",
+                code_root=code_root,
+                # The gateway's per-token rate limits would measure themselves: off.
+                rate_writes_per_min=0,
+                rate_searches_per_min=0,
+            ) as stack:
+                warm = Load(stack.base_url, clients=1, max_requests=20)
+                await warm.run(duration_s)  # first connections, first query plans
+                await settle()
+                idle = await memory_snapshot(stack, postmaster)
+                lone = Load(stack.base_url, clients=1, search_share=0.0, max_requests=LONE_SAVES)
+                lone_s = await lone.run(duration_s)
+                load = Load(stack.base_url, clients=clients)
+                cpu_before = cpu_snapshot(stack, postmaster)
+                seconds = await load.run(duration_s)
+                cpu = cpu_used(cpu_before, cpu_snapshot(stack, postmaster))
+                after = await memory_snapshot(stack, postmaster)
+    summary = summarise(load.samples, seconds)
+    lone_summary = summarise(lone.samples, lone_s)
+    answered = summary["search"]["count"] + summary["save"]["count"]
+    return {
         **summary,
         "lone_save": {**lone_summary["save"], "errors": lone_summary["errors"]},
         "pss_mb": {"idle": idle, "after": after},
         "cpu_seconds": cpu,
+        # The stack's CPU per answered request (the bench's own clients not counted).
+        "cpu_ms_per_request": {
+            name: None if used is None or not answered else used * 1000 / answered
+            for name, used in cpu.items()
+            if name != "bench clients"
+        },
         "load_average": os.getloadavg()[0],
-        "shared_buffers_mb": embedded.shared_buffers_mb if embedded is not None else None,
     }
+
+
+def by_code(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each checkout's runs in brief (the spread is their range) and, beside the baseline's, the
+    ratio of the means."""
+    out: dict[str, dict[str, Any]] = {}
+    for code in dict.fromkeys(r["code"] for r in runs):
+        mine = [r for r in runs if r["code"] == code]
+        out[code] = {
+            "runs": len(mine),
+            "throughput_rps": [r["throughput_rps"] for r in mine],
+            "search_p95_ms": [r["search"]["p95_ms"] for r in mine],
+            "cpu_ms_per_request": [r["cpu_ms_per_request"]["total"] for r in mine],
+            "postgres_cpu_ms_per_request": [r["cpu_ms_per_request"].get("postgres") for r in mine],
+            "idle_pss_mb": [r["pss_mb"]["idle"]["total"] for r in mine],
+        }
+    if "baseline" in out:
+        base, this = out["baseline"], out["this"]
+        out["this"]["vs_baseline"] = {
+            key: statistics.fmean(this[key]) / statistics.fmean(base[key]) - 1
+            for key in ("throughput_rps", "search_p95_ms", "cpu_ms_per_request", "idle_pss_mb")
+            if all(v is not None for v in this[key] + base[key]) and statistics.fmean(base[key])
+        }
+    return out
 
 
 def format_table(r: dict[str, Any]) -> str:
@@ -753,10 +817,11 @@ def format_table(r: dict[str, Any]) -> str:
         lines.append("degraded flags: " + ", ".join(f"{k} {v}" for k, v in r["degraded_flags"].items()))
     lines += [
         "",
-        "| process | PSS idle MB | PSS after MB | CPU s during the run |",
-        "|---|---|---|---|",
+        "| process | PSS idle MB | PSS after MB | CPU s during the run | CPU ms per request |",
+        "|---|---|---|---|---|",
     ]
     idle, after, cpu = r["pss_mb"]["idle"], r["pss_mb"]["after"], r["cpu_seconds"]
+    per_request = r.get("cpu_ms_per_request", {})
 
     def fmt(value: float | None, spec: str) -> str:
         return "n/a" if value is None else format(value, spec)
@@ -764,8 +829,43 @@ def format_table(r: dict[str, Any]) -> str:
     for name in [*idle, "bench clients"]:
         lines.append(
             f"| {name} | {fmt(idle.get(name), '.0f')} | {fmt(after.get(name), '.0f')} "
-            f"| {fmt(cpu.get(name), '.1f')} |"
+            f"| {fmt(cpu.get(name), '.1f')} | {fmt(per_request.get(name), '.1f')} |"
         )
+    return "\n".join(lines)
+
+
+def format_runs(r: dict[str, Any]) -> str:
+    """Every run's table, then the checkouts side by side."""
+    lines: list[str] = []
+    for run_ in r["runs"]:
+        label = "this checkout" if run_["code"] == "this" else f"baseline {r['baseline']}"
+        lines += [f"## round {run_['round']}, {label}", "", format_table({**r, **run_}), ""]
+    lines += [
+        "| code | runs | requests/s | search p95 ms | CPU ms / request (Postgres) | idle PSS MB |",
+        "|---|---|---|---|---|---|",
+    ]
+
+    def span(values: list[Any], spec: str) -> str:
+        known = [v for v in values if v is not None]
+        return "n/a" if not known else " / ".join(format(v, spec) for v in known)
+
+    for code, c in r["by_code"].items():
+        lines.append(
+            f"| {code} | {c['runs']} | {span(c['throughput_rps'], '.1f')} | {span(c['search_p95_ms'], '.0f')}"
+            f" | {span(c['cpu_ms_per_request'], '.1f')} ({span(c['postgres_cpu_ms_per_request'], '.1f')})"
+            f" | {span(c['idle_pss_mb'], '.0f')} |"
+        )
+    ratios = r["by_code"].get("this", {}).get("vs_baseline")
+    if ratios:
+        names = {
+            "throughput_rps": "requests/s",
+            "search_p95_ms": "search p95",
+            "cpu_ms_per_request": "CPU per request",
+            "idle_pss_mb": "idle PSS",
+        }
+        lines += ["", "this checkout against the baseline, mean of its runs: " + ", ".join(
+            f"{names[k]} {v:+.1%}" for k, v in ratios.items()
+        )]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -777,6 +877,13 @@ def main(
     data_dir: Path,
     as_json: bool,
     shared_buffers_mb: int = 0,
+    baseline: Path | None = None,
+    rounds: int = 1,
 ) -> None:
-    result = asyncio.run(run(memories, clients, duration_s, database_url, data_dir, shared_buffers_mb))
-    print(json.dumps(result, indent=2) if as_json else format_table(result))
+    result = asyncio.run(
+        run(memories, clients, duration_s, database_url, data_dir, shared_buffers_mb, baseline, rounds)
+    )
+    if as_json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(format_runs(result) if "runs" in result else format_table(result))
