@@ -9,6 +9,8 @@ sends one request at a time over a keep-alive connection for S seconds: 80% sear
 Before that run, one client alone times saves (a lone agent's write latency). PSS (proportional
 set size, from /proc/<pid>/smaps_rollup) is read for every process idle (the bench's own
 Postgres restarted before the stack starts, then 20 requests from one client) and after the run.
+With a baseline (another checkout, `git worktree add`), its code runs the same runs on copies of
+the same store, the two taking turns round by round; CPU per request is compared side by side.
 
 The process and client helpers here are also what the fault tests (tests/test_faults.py) kill
 and restart: every piece is a real process on a real port."""
