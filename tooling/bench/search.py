@@ -263,16 +263,21 @@ class Query:
         return "1 scope + 1 tag" if self.tags else "1 scope"
 
 
+def new_query_text(rng: random.Random, seen: set[str]) -> str:
+    """A query text not in `seen` (added to it): none is answered from the embedder's cache."""
+    while (text := synthetic_query(rng)) in seen:
+        pass
+    seen.add(text)
+    return text
+
+
 def make_queries(count: int, rng: random.Random, seen: set[str]) -> list[Query]:
     """`count` queries in three shapes, in turn: every scope (the store), one scope (a project:
     a tenth of the store), one scope and one tag (a sixtieth). Every text is new (not in `seen`),
     so no query embedding comes from the embedder's cache: each search pays for its embedding."""
     out: list[Query] = []
     while len(out) < count:
-        text = synthetic_query(rng)
-        if text in seen:
-            continue
-        seen.add(text)
+        text = new_query_text(rng, seen)
         shape = len(out) % 3
         if shape == 0:
             out.append(Query(text, SCOPES, []))

@@ -26,10 +26,10 @@ from tooling.bench.search import (
     TURNS,
     Query,
     grow_store,
+    new_query_text,
     percentiles,
     raw_query_embedding_ms,
     stage_medians,
-    synthetic_query,
     time_from_own_process,
 )
 from tooling.bench.synthesis import REAL_MEMORIES
@@ -48,15 +48,14 @@ def small_scope(i: int) -> str:
 
 def _queries(count: int, shape: str, scopes: int, rng: random.Random, seen: set[str]) -> list[Query]:
     """`count` new query texts (none answered from the embedder's cache), one scope each."""
-    out: list[Query] = []
-    while len(out) < count:
-        text = synthetic_query(rng)
-        if text in seen:
-            continue
-        seen.add(text)
-        scope = rng.choice(SCOPES) if shape == LARGE else small_scope(rng.randrange(scopes))
-        out.append(Query(text, [scope], []))
-    return out
+    return [
+        Query(
+            new_query_text(rng, seen),
+            [rng.choice(SCOPES) if shape == LARGE else small_scope(rng.randrange(scopes))],
+            [],
+        )
+        for _ in range(count)
+    ]
 
 
 async def run(
